@@ -1,0 +1,469 @@
+/**
+ * `npm run bench`: the gateway's overhead and throughput, against calling the provider directly.
+ *
+ * Starts a local chain (0.2 s blocks), an Anthropic simulator that answers at once (own process) and
+ * the gateway (`src/main.ts`, own process) on SQLite, then on PostgreSQL when DATABASE_URL names one.
+ * Payers are real smart accounts with real sessions (POST /v1/authorize). A load generator in its own
+ * process (bench/load.ts) drives a fixed number of connections, one payer per connection:
+ *   - the simulator directly, then the gateway, non-streaming: requests per second, latency p50/p99;
+ *   - the same streaming: time to the first byte of the answer;
+ *   - autocannon's requests per second on the same load;
+ *   - one payer's sequential paid requests (each settles the previous one on chain) against
+ *     sequential unpaid ones: the time a settlement adds.
+ * The "nothing owed" load uses a model priced at 0, so the JWT path runs in full (token, session,
+ * debt check, usage record) while no settlement is due. Prints a table; writes bench-results/*.json.
+ *
+ * Environment: BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10),
+ * BENCH_PAID_REQUESTS (30), BENCH_LOG_LEVEL (info), BENCH_RUNTIME (dist: built first with `npm run build`;
+ * tsx), BENCH_GATEWAY_NODE_OPTIONS (node flags of the gateway), BENCH_PROFILE_DIR (a CPU profile of the
+ * gateway), DATABASE_URL (postgres://... for that mode).
+ * The gateway's log goes to a file, as a deployment's would, not through this process.
+ */
+
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Hex } from 'viem';
+import { createLocalChain, createPayerAccount, type LocalChain } from '../devkit/chain/index.js';
+import { authorizeWithSmartAccount } from '../src/client/index.js';
+import { createTestDatabase } from '../test/support/db.js';
+import type { LatencySummary, LoadResult, Scenario, Target } from './load.js';
+import {
+  cpuMilliseconds,
+  freePort,
+  residentBytes,
+  SERVER_DIR,
+  startNode,
+  startTs,
+  type TsProcess,
+  waitUntilUp,
+} from './processes.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
+const PAID_REQUESTS = Number(process.env.BENCH_PAID_REQUESTS ?? 30);
+const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'info';
+/** When set, the gateway writes a V8 CPU profile there (for finding what the hot path spends). */
+const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
+/** `dist`: the compiled gateway (`npm run build`), as it runs in production; `tsx`: the sources. */
+const RUNTIME = process.env.BENCH_RUNTIME === 'tsx' ? 'tsx' : 'dist';
+/** Node flags for the gateway, e.g. `--max-old-space-size=96 --max-semi-space-size=4` to bound its heap. */
+const GATEWAY_NODE_OPTIONS = (process.env.BENCH_GATEWAY_NODE_OPTIONS ?? '').split(/\s+/).filter(Boolean);
+const BLOCK_TIME_SECONDS = 0.2;
+
+const FREE_MODEL = 'anthropic/bench-free';
+const PAID_MODEL = 'anthropic/claude-sonnet-4.5';
+const RESULTS_DIR = join(SERVER_DIR, '..', 'bench-results');
+
+/** The targets of the issue this benchmark answers. */
+const TARGETS = {
+  requestsPerSecond: 5_000,
+  addedP50Ms: 1,
+  addedP99Ms: 5,
+  addedFirstByteP50Ms: 1,
+  rssBytes: 150 * 1024 * 1024,
+  paidAddedMs: BLOCK_TIME_SECONDS * 1000 + 20,
+};
+
+interface ModeResult extends Measured {
+  mode: 'sqlite' | 'postgres';
+  /** Gateway CPU time per non-streaming request: steadier than req/s on a machine doing other work. */
+  cpuMsPerRequest: number;
+  autocannon: LoadResult;
+  rssBytes: number;
+  /** V8 heap of the gateway after the run, from its /metrics: used (live and not yet collected) and total. */
+  heap: { usedBytes: number; totalBytes: number };
+  paid: LoadResult;
+  unpaid: LoadResult;
+}
+
+const anthropicHeaders = {
+  'content-type': 'application/json',
+  'x-api-key': 'bench',
+  'anthropic-version': '2023-06-01',
+};
+const prompt = [{ role: 'user', content: 'hi' }];
+
+function load(scenario: Scenario): Promise<LoadResult> {
+  return startTs('bench/load.ts', [JSON.stringify(scenario)]).result<LoadResult>();
+}
+
+const closedLoop = (target: Target, firstByte: boolean): Scenario => ({
+  kind: 'closed-loop',
+  target,
+  connections: CONNECTIONS,
+  seconds: SECONDS,
+  warmupSeconds: WARMUP_SECONDS,
+  firstByte,
+});
+
+/** One connection: what the gateway adds to a request when nothing queues behind the CPU. */
+const oneAtATime = (target: Target, firstByte: boolean): Scenario =>
+  ({
+    ...closedLoop(target, firstByte),
+    connections: 1,
+    seconds: Math.max(1, SECONDS / 2),
+  }) as Scenario;
+
+interface Measured {
+  whole: LoadResult;
+  firstByte: LoadResult;
+  /** The same with one connection. */
+  serialWhole: LoadResult;
+  serialFirstByte: LoadResult;
+}
+
+/** The shipped catalog plus a model priced at 0, served by the same simulator. */
+function writeCatalog(dir: string): string {
+  const shipped = JSON.parse(readFileSync(join(SERVER_DIR, 'src/catalog/models.json'), 'utf8'));
+  const free = {
+    id: FREE_MODEL,
+    provider: 'anthropic',
+    providerModel: 'claude-bench',
+    name: 'Benchmark model (free)',
+    contextLength: 200_000,
+    maxOutputTokens: 8_192,
+    defaultMaxTokens: 16,
+    pricing: { input: '0', output: '0' },
+  };
+  const path = join(dir, 'models.json');
+  writeFileSync(path, JSON.stringify({ ...shipped, models: [...shipped.models, free] }));
+  return path;
+}
+
+async function startGateway(
+  local: LocalChain,
+  simulatorUrl: string,
+  dir: string,
+  databaseUrl: string,
+): Promise<{ url: string; process: TsProcess }> {
+  const environmentFile = join(dir, 'chain-environment.json');
+  writeFileSync(environmentFile, JSON.stringify({ environment: local.environment }));
+  const port = await freePort();
+  const env = {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL,
+    DATABASE_URL: databaseUrl,
+    JWT_SECRET: randomBytes(32).toString('hex'),
+    CHAIN_RPC_URL: local.rpcUrl,
+    CHAIN_ID: String(local.chainId),
+    USDC_ADDRESS: local.usdc,
+    TREASURY_ADDRESS: local.accounts.treasury.address,
+    SESSION_KEY_PRIVATE_KEY: local.accounts.gateway.privateKey,
+    CHAIN_ENVIRONMENT_FILE: environmentFile,
+    ANTHROPIC_API_KEY: 'bench',
+    ANTHROPIC_BASE_URL: simulatorUrl,
+    MODELS_FILE: writeCatalog(dir),
+    // Rate limiting stays on, with a ceiling this load never reaches.
+    RATE_LIMIT_MAX: '100000000',
+  };
+  const options = {
+    env,
+    nodeOptions: [
+      ...GATEWAY_NODE_OPTIONS,
+      ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
+    ],
+    stdout: openSync(join(dir, 'gateway.log'), 'a'),
+  };
+  const gateway =
+    RUNTIME === 'dist' ? startNode(['dist/main.js'], [], options) : startTs('src/main.ts', [], options);
+  const url = `http://127.0.0.1:${port}`;
+  await waitUntilUp(`${url}/v1/models`);
+  return { url, process: gateway };
+}
+
+/** Smart accounts of one owner (a salt each), deployed and funded; each gets a session on `gatewayUrl`. */
+async function authorizedTokens(
+  local: LocalChain,
+  gatewayUrl: string,
+  count: number,
+  saltBase: number,
+): Promise<string[]> {
+  const owner = local.accounts.payers[0]?.privateKey as Hex;
+  const tokens: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const payer = await createPayerAccount(local, owner, {
+      deploySalt: `0x${(saltBase + i).toString(16).padStart(4, '0')}`,
+      fundUsdc: 100_000_000n,
+    });
+    const session = await authorizeWithSmartAccount({
+      gatewayUrl,
+      smartAccount: payer.account,
+      cap: 50_000_000n,
+      expiresAt: new Date(Date.now() + 86_400_000),
+    });
+    tokens.push(session.token);
+  }
+  return tokens;
+}
+
+async function benchMode(
+  mode: ModeResult['mode'],
+  local: LocalChain,
+  simulatorUrl: string,
+  databaseUrl: string,
+  saltBase: number,
+): Promise<ModeResult> {
+  const dir = mkdtempSync(join(tmpdir(), `paygate-bench-${mode}-`));
+  const gateway = await startGateway(local, simulatorUrl, dir, databaseUrl);
+  try {
+    console.error(`[${mode}] gateway up at ${gateway.url}; authorizing ${CONNECTIONS + 2} payers`);
+    const tokens = await authorizedTokens(local, gateway.url, CONNECTIONS + 2, saltBase);
+    const chat = (model: string, stream: boolean, payers: string[]): Target => ({
+      url: gateway.url,
+      path: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: prompt, max_tokens: 16, stream }),
+      tokens: payers,
+    });
+    const perConnection = tokens.slice(0, CONNECTIONS);
+    console.error(`[${mode}] non-streaming load`);
+    const pid = gateway.process.child.pid as number;
+    const cpuBefore = await cpuMilliseconds(pid);
+    const whole = await load(closedLoop(chat(FREE_MODEL, false, perConnection), false));
+    const cpuMsPerRequest = ((await cpuMilliseconds(pid)) - cpuBefore) / whole.sent;
+    console.error(`[${mode}] streaming load (first byte)`);
+    const firstByte = await load(closedLoop(chat(FREE_MODEL, true, perConnection), true));
+    console.error(`[${mode}] one connection`);
+    const serialWhole = await load(oneAtATime(chat(FREE_MODEL, false, perConnection), false));
+    const serialFirstByte = await load(oneAtATime(chat(FREE_MODEL, true, perConnection), true));
+    console.error(`[${mode}] autocannon`);
+    const autocannon = await load({
+      kind: 'autocannon',
+      target: chat(FREE_MODEL, false, perConnection),
+      connections: CONNECTIONS,
+      seconds: SECONDS,
+    });
+    const rssBytes = await residentBytes(pid);
+    const heap = await heapOf(gateway.url);
+    console.error(`[${mode}] paid path: ${PAID_REQUESTS} sequential paid requests, then as many unpaid`);
+    const paid = await load({
+      kind: 'sequential',
+      target: chat(PAID_MODEL, false, [tokens[CONNECTIONS] as string]),
+      count: PAID_REQUESTS,
+    });
+    const unpaid = await load({
+      kind: 'sequential',
+      target: chat(FREE_MODEL, false, [tokens[CONNECTIONS + 1] as string]),
+      count: PAID_REQUESTS,
+    });
+    return {
+      mode,
+      whole,
+      cpuMsPerRequest,
+      firstByte,
+      serialWhole,
+      serialFirstByte,
+      autocannon,
+      rssBytes,
+      heap,
+      paid,
+      unpaid,
+    };
+  } finally {
+    await gateway.process.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The gateway's own view of its heap, from /metrics (served to loopback callers). */
+async function heapOf(gatewayUrl: string): Promise<ModeResult['heap']> {
+  const text = await (await fetch(`${gatewayUrl}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+  return {
+    usedBytes: value('nodejs_heap_size_used_bytes'),
+    totalBytes: value('nodejs_heap_size_total_bytes'),
+  };
+}
+
+const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(value < 10 ? 3 : 1) : 'n/a');
+const added = (gateway: LatencySummary | undefined, direct: LatencySummary | undefined, key: 'p50' | 'p99') =>
+  (gateway?.[key] ?? Number.NaN) - (direct?.[key] ?? Number.NaN);
+const mark = (ok: boolean) => (ok ? 'ok' : 'MISSED');
+
+function settledOnly(result: LoadResult): LatencySummary | undefined {
+  const settled = result.samples
+    ?.filter((sample) => sample.settled && sample.status === 200)
+    .map((sample) => sample.ms);
+  if (!settled?.length) return undefined;
+  const sorted = [...settled].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
+  return {
+    p50: at(0.5),
+    p90: at(0.9),
+    p99: at(0.99),
+    max: sorted.at(-1) as number,
+    mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
+  };
+}
+
+function report(direct: Measured & { autocannon: LoadResult }, modes: ModeResult[]) {
+  const rows: string[][] = [
+    ['', 'direct', ...modes.flatMap((m) => [`gateway ${m.mode}`, 'added', 'target'])],
+  ];
+  const row = (label: string, directCell: string, cells: (m: ModeResult) => [string, string, string]) =>
+    rows.push([label, directCell, ...modes.flatMap(cells)]);
+  row('req/s, closed loop', direct.whole.requestsPerSecond.toFixed(0), (m) => [
+    m.whole.requestsPerSecond.toFixed(0),
+    '',
+    `>= ${TARGETS.requestsPerSecond} ${mark(m.whole.requestsPerSecond >= TARGETS.requestsPerSecond)}`,
+  ]);
+  row('req/s, autocannon', direct.autocannon.requestsPerSecond.toFixed(0), (m) => [
+    m.autocannon.requestsPerSecond.toFixed(0),
+    '',
+    `>= ${TARGETS.requestsPerSecond} ${mark(m.autocannon.requestsPerSecond >= TARGETS.requestsPerSecond)}`,
+  ]);
+  for (const key of ['p50', 'p99'] as const) {
+    const limit = key === 'p50' ? TARGETS.addedP50Ms : TARGETS.addedP99Ms;
+    row(`latency ${key} ms`, ms(direct.whole.latency?.[key] ?? Number.NaN), (m) => {
+      const extra = added(m.whole.latency, direct.whole.latency, key);
+      return [ms(m.whole.latency?.[key] ?? Number.NaN), ms(extra), `< ${limit} ${mark(extra < limit)}`];
+    });
+  }
+  for (const key of ['p50', 'p99'] as const)
+    row(`first byte ${key} ms`, ms(direct.firstByte.latency?.[key] ?? Number.NaN), (m) => {
+      const extra = added(m.firstByte.latency, direct.firstByte.latency, key);
+      return [
+        ms(m.firstByte.latency?.[key] ?? Number.NaN),
+        ms(extra),
+        key === 'p50' ? `< ${TARGETS.addedFirstByteP50Ms} ${mark(extra < TARGETS.addedFirstByteP50Ms)}` : '',
+      ];
+    });
+  for (const [label, pick] of [
+    ['1 conn: latency', (r: Measured) => r.serialWhole],
+    ['1 conn: first byte', (r: Measured) => r.serialFirstByte],
+  ] as const)
+    for (const key of ['p50', 'p99'] as const)
+      row(`${label} ${key} ms`, ms(pick(direct).latency?.[key] ?? Number.NaN), (m) => [
+        ms(pick(m).latency?.[key] ?? Number.NaN),
+        ms(added(pick(m).latency, pick(direct).latency, key)),
+        '',
+      ]);
+  row('gateway CPU ms/request', '', (m) => [ms(m.cpuMsPerRequest), '', `<= 0.2 for 5000/s on a core`]);
+  const failures = (r: Measured) =>
+    r.whole.failures + r.firstByte.failures + r.serialWhole.failures + r.serialFirstByte.failures;
+  row('failed requests', String(failures(direct)), (m) => [
+    String(failures(m) + m.autocannon.failures),
+    '',
+    '0',
+  ]);
+  row('gateway RSS after, MB', '', (m) => [
+    (m.rssBytes / 1024 / 1024).toFixed(0),
+    '',
+    `< 150 ${mark(m.rssBytes < TARGETS.rssBytes)}`,
+  ]);
+  row('gateway heap used/total, MB', '', (m) => [
+    `${(m.heap.usedBytes / 1024 / 1024).toFixed(0)}/${(m.heap.totalBytes / 1024 / 1024).toFixed(0)}`,
+    '',
+    '',
+  ]);
+  for (const key of ['p50', 'p99'] as const)
+    row(`paid request ${key} ms`, '', (m) => {
+      const settled = settledOnly(m.paid);
+      const extra = added(settled, m.unpaid.latency, key);
+      return [
+        `${ms(settled?.[key] ?? Number.NaN)} (unpaid ${ms(m.unpaid.latency?.[key] ?? Number.NaN)})`,
+        ms(extra),
+        key === 'p50' ? `<= ${TARGETS.paidAddedMs} ${mark(extra <= TARGETS.paidAddedMs)}` : '',
+      ];
+    });
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((cells) => (cells[column] ?? '').length)));
+  for (const cells of rows)
+    console.log(cells.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  '));
+}
+
+async function main() {
+  console.error(
+    `bench: ${CONNECTIONS} connections, ${SECONDS} s per run (+${WARMUP_SECONDS} s warm-up), ${cpus().length} CPUs, gateway from ${RUNTIME}`,
+  );
+  if (RUNTIME === 'dist') {
+    console.error('building the gateway (npm run build)');
+    execFileSync('npm', ['run', 'build'], { cwd: SERVER_DIR, stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+  const local = await createLocalChain({ blockTime: BLOCK_TIME_SECONDS });
+  const simulator = startTs('bench/simulator.ts');
+  try {
+    const { url: simulatorUrl } = await simulator.firstJson<{ url: string }>();
+    const directTarget = (stream: boolean): Target => ({
+      url: simulatorUrl,
+      path: '/v1/messages',
+      headers: anthropicHeaders,
+      body: JSON.stringify({ model: 'claude-bench', max_tokens: 16, messages: prompt, stream }),
+    });
+    console.error('[direct] non-streaming, streaming, autocannon');
+    const direct = {
+      whole: await load(closedLoop(directTarget(false), false)),
+      firstByte: await load(closedLoop(directTarget(true), true)),
+      serialWhole: await load(oneAtATime(directTarget(false), false)),
+      serialFirstByte: await load(oneAtATime(directTarget(true), true)),
+      autocannon: await load({
+        kind: 'autocannon',
+        target: directTarget(false),
+        connections: CONNECTIONS,
+        seconds: SECONDS,
+      }),
+    };
+    const modes: ModeResult[] = [];
+    const sqliteDir = mkdtempSync(join(tmpdir(), 'paygate-bench-db-'));
+    try {
+      modes.push(await benchMode('sqlite', local, simulatorUrl, join(sqliteDir, 'gateway.sqlite'), 0));
+    } finally {
+      rmSync(sqliteDir, { recursive: true, force: true });
+    }
+    let postgresNote: string | undefined;
+    const databaseUrl = process.env.DATABASE_URL;
+    if (databaseUrl?.startsWith('postgres')) {
+      // A schema of its own in that database, dropped afterwards.
+      const schema = await createTestDatabase('postgres');
+      try {
+        modes.push(await benchMode('postgres', local, simulatorUrl, schema.url, 100));
+      } finally {
+        await schema.drop();
+      }
+    } else {
+      postgresNote = 'PostgreSQL mode skipped: DATABASE_URL does not name a postgres:// database';
+      console.error(postgresNote);
+    }
+
+    console.log('');
+    report(direct, modes);
+    if (postgresNote) console.log(`\n${postgresNote}`);
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    const file = join(RESULTS_DIR, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+    writeFileSync(
+      file,
+      `${JSON.stringify(
+        {
+          at: new Date().toISOString(),
+          machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version },
+          settings: {
+            seconds: SECONDS,
+            warmupSeconds: WARMUP_SECONDS,
+            connections: CONNECTIONS,
+            paidRequests: PAID_REQUESTS,
+            logLevel: LOG_LEVEL,
+            runtime: RUNTIME,
+            gatewayNodeOptions: GATEWAY_NODE_OPTIONS,
+            blockTimeSeconds: BLOCK_TIME_SECONDS,
+          },
+          targets: TARGETS,
+          direct,
+          modes: modes.map((m) => ({ ...m, paidSettled: settledOnly(m.paid) })),
+          postgres: postgresNote ?? 'measured',
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    console.log(`\nresults: ${file}`);
+  } finally {
+    await simulator.stop();
+    await local.stop();
+  }
+}
+
+await main();

@@ -1,0 +1,47 @@
+import type { Address, Hash } from 'viem';
+import { artifact } from '../contracts/artifacts/TestUSDC.js';
+import type { LocalChain } from './local-chain.js';
+
+export const testUsdcAbi = artifact.abi;
+
+/** The token's EIP-712 name and version, as USDC on Base: x402's `extra: { name, version }`. */
+export const testUsdcEip712 = { name: 'USD Coin', version: '2' } as const;
+
+/** USDC atomic units (1e-6) held by `address`. */
+export function usdcBalance(
+  chain: Pick<LocalChain, 'publicClient' | 'usdc'>,
+  address: Address,
+): Promise<bigint> {
+  return chain.publicClient.readContract({
+    address: chain.usdc,
+    abi: testUsdcAbi,
+    functionName: 'balanceOf',
+    args: [address],
+  });
+}
+
+/** Mints `amount` atomic units to `to` and resolves with the hash once the transaction is mined. */
+export async function mintUsdc(
+  chain: Pick<LocalChain, 'publicClient' | 'deployer' | 'usdc'>,
+  to: Address,
+  amount: bigint,
+): Promise<Hash> {
+  const hash = await chain.deployer.writeContract({
+    address: chain.usdc,
+    abi: testUsdcAbi,
+    functionName: 'mint',
+    args: [to, amount],
+  });
+  await confirm(chain, hash, 'mint');
+  return hash;
+}
+
+/** Waits for the receipt and turns a reverted transaction into an error. */
+export async function confirm(
+  chain: Pick<LocalChain, 'publicClient'>,
+  hash: Hash,
+  what: string,
+): Promise<void> {
+  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash });
+  if (receipt.status !== 'success') throw new Error(`${what} reverted (${hash})`);
+}

@@ -1,0 +1,189 @@
+/** A minimal OpenAI-compatible upstream (POST /v1/chat/completions), as vLLM or OpenRouter answer. */
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  echoReply,
+  type LoggedRequest,
+  piecesOf,
+  randomId,
+  type ScriptedHttpError,
+  type ScriptedReply,
+  type ScriptStep,
+  type Simulator,
+  type SimulatorOptions,
+  sendFrames,
+  startSimulator,
+  tokenCount,
+} from './simulator-server.js';
+
+export type OpenAIFinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter';
+
+export interface OpenAIWireUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number };
+  completion_tokens_details?: { reasoning_tokens?: number };
+}
+
+export type OpenAIReply = ScriptedReply<OpenAIFinishReason, OpenAIWireUsage>;
+export type OpenAIStep = ScriptStep<OpenAIReply>;
+
+export function startOpenAICompatibleSimulator(
+  options: SimulatorOptions = {},
+): Promise<Simulator<OpenAIStep>> {
+  return startSimulator<OpenAIStep>(async (exchange, next) => {
+    const refusal = refusalOf(exchange.request);
+    if (refusal) return exchange.json(refusal.status, errorBody(refusal));
+    const body = exchange.request.body;
+    const step = next() ?? defaultReply(body);
+    if ('hang' in step) return exchange.hang();
+    if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
+    const answer = answerOf(body, step);
+    if (body.stream !== true) {
+      if (step.delayMs) await sleep(step.delayMs);
+      return exchange.json(200, completion(answer));
+    }
+    const error = frame(
+      errorBody({ status: 500, message: 'The server had an error while processing your request.' }),
+    );
+    await sendFrames(
+      exchange,
+      streamFrames(answer, body.stream_options?.include_usage === true),
+      step,
+      error,
+    );
+  }, options);
+}
+
+function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
+  if (request.method !== 'POST' || request.path.split('?')[0] !== '/v1/chat/completions')
+    return { status: 404, message: `Invalid URL (${request.method} ${request.path})` };
+  const body = request.body;
+  if (typeof body !== 'object' || body === null || !Array.isArray(body.messages))
+    return { status: 400, message: "Missing required parameter: 'messages'." };
+  return undefined;
+}
+
+function errorBody(error: ScriptedHttpError) {
+  const type = error.type ?? (error.status >= 500 ? 'server_error' : 'invalid_request_error');
+  return { error: { message: error.message ?? type, type, param: null, code: null } };
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+function defaultReply(body: any): OpenAIReply {
+  const lastUser = body.messages.filter((message: { role: string }) => message.role === 'user').at(-1);
+  const echo = echoReply(textOf(lastUser?.content), body.max_completion_tokens ?? body.max_tokens);
+  return { text: echo.pieces, stop: echo.truncated ? 'length' : 'stop' };
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+function answerOf(body: any, reply: OpenAIReply) {
+  const text = piecesOf(reply.text).join('');
+  const toolCalls = (reply.toolCalls ?? []).map((call) => ({
+    id: call.id ?? randomId('call_'),
+    type: 'function' as const,
+    function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+  }));
+  const prompt = body.messages.map((message: { content: unknown }) => textOf(message.content));
+  const promptTokens =
+    reply.usage?.prompt_tokens ??
+    Math.max(
+      1,
+      prompt.reduce((s: number, t: string) => s + tokenCount(t), 0),
+    );
+  const completionTokens = reply.usage?.completion_tokens ?? tokenCount(text) + toolCalls.length * 8;
+  return {
+    id: randomId('chatcmpl-'),
+    created: Math.floor(Date.now() / 1000),
+    model: body.model,
+    pieces: piecesOf(reply.text),
+    text,
+    toolCalls,
+    finishReason: reply.stop ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'),
+    usage: {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+      prompt_tokens_details: {
+        cached_tokens: reply.usage?.prompt_tokens_details?.cached_tokens ?? 0,
+        audio_tokens: 0,
+      },
+      completion_tokens_details: {
+        reasoning_tokens: reply.usage?.completion_tokens_details?.reasoning_tokens ?? 0,
+        audio_tokens: 0,
+      },
+    },
+  };
+}
+
+type Answer = ReturnType<typeof answerOf>;
+
+function completion(answer: Answer) {
+  return {
+    id: answer.id,
+    object: 'chat.completion',
+    created: answer.created,
+    model: answer.model,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: answer.text === '' && answer.toolCalls.length > 0 ? null : answer.text,
+          ...(answer.toolCalls.length > 0 && { tool_calls: answer.toolCalls }),
+          refusal: null,
+        },
+        logprobs: null,
+        finish_reason: answer.finishReason,
+      },
+    ],
+    usage: answer.usage,
+  };
+}
+
+function frame(data: unknown): string {
+  return `data: ${JSON.stringify(data)}\n\n`;
+}
+
+function streamFrames(answer: Answer, includeUsage: boolean): string[] {
+  const chunk = (delta: unknown, finishReason: string | null = null) =>
+    frame({
+      id: answer.id,
+      object: 'chat.completion.chunk',
+      created: answer.created,
+      model: answer.model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+      ...(includeUsage && { usage: null }),
+    });
+  const frames = [chunk({ role: 'assistant', content: '', refusal: null })];
+  for (const piece of answer.pieces) if (piece !== '') frames.push(chunk({ content: piece }));
+  answer.toolCalls.forEach((call, index) => {
+    frames.push(
+      chunk({
+        tool_calls: [
+          { index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } },
+        ],
+      }),
+      chunk({ tool_calls: [{ index, function: { arguments: call.function.arguments } }] }),
+    );
+  });
+  frames.push(chunk({}, answer.finishReason));
+  if (includeUsage)
+    frames.push(
+      frame({
+        id: answer.id,
+        object: 'chat.completion.chunk',
+        created: answer.created,
+        model: answer.model,
+        choices: [],
+        usage: answer.usage,
+      }),
+    );
+  frames.push('data: [DONE]\n\n');
+  return frames;
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((part) => (part.type === 'text' ? part.text : '')).join(' ');
+}

@@ -1,0 +1,244 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { authenticateAuthorization, type CallerChecks, installJwt, walletOfToken } from './auth/jwt.js';
+import { debtOf } from './billing/ledger.js';
+import { retryingRecorder } from './billing/retrying-recorder.js';
+import { createUsageRecorder } from './billing/usage-recorder.js';
+import { type Catalog, loadCatalog } from './catalog/catalog.js';
+import { ConfigError, type GatewayConfig } from './config.js';
+import graphqlRoutes from './graphql/plugin.js';
+import authorizeRoute from './http/authorize-route.js';
+import chatRoute from './http/chat-route.js';
+import { installErrorHandling } from './http/error-handling.js';
+import { coreHealthChecks } from './http/health-checks.js';
+import healthRoute, { type DependencyCheck } from './http/health-route.js';
+import metricsRoute from './http/metrics-route.js';
+import modelsRoute from './http/models-route.js';
+import { connectRateLimitStore, installRateLimiting } from './http/rate-limiting.js';
+import { CompletionLineLog } from './http/request-log.js';
+import { installWebRoute } from './http/web-route.js';
+import {
+  createGatewayMetrics,
+  installHttpMetrics,
+  meteredProviders,
+  meteredRecorder,
+  readLedgerSnapshot,
+} from './observability/index.js';
+import { createChainClient, delegationEnvironment } from './payments/chain-client.js';
+import { createPaymentGate } from './payments/gate.js';
+import { localInFlightLimiter } from './payments/in-flight.js';
+import { redisInFlightLimiter } from './payments/in-flight-redis.js';
+import { storeSendLock } from './payments/relayer.js';
+import { createSessionRail } from './payments/session-rail.js';
+import { createX402Rail, gatewayFacilitator } from './payments/x402/index.js';
+import { createProviderRegistry } from './providers/registry.js';
+import type { PaymentGate, UsageRecorder } from './services/chat-contracts.js';
+import { type ChatService, createChatService } from './services/chat-service.js';
+import { isStoreUnavailable, openStore, pingStore, type Store } from './store/database.js';
+import { migrateToLatest } from './store/migrate.js';
+import { isSessionActive, revokeSession } from './store/sessions.js';
+import { GATEWAY_VERSION } from './version.js';
+
+/** The parts the app is made of; tests replace some of them. */
+export interface GatewayParts {
+  catalog: Catalog;
+  chat: ChatService;
+  /** Who pays, before a chat request is forwarded; refuses everything until payments are wired. */
+  gate: PaymentGate;
+  /** Where a chat request's usage is recorded, before its answer ends. */
+  recorder: UsageRecorder;
+  /** What /health probes; the core's (chain RPC, providers) when not given. */
+  checks: DependencyCheck[];
+  /** The ledger's database; opened from DATABASE_URL, migrated, and closed with the app when not given. */
+  store: Store;
+}
+
+/** How long a usage write waits out a database outage: the provider has served the request already. */
+const USAGE_WRITE_RETRY_MS = 10_000;
+
+/** A caller's own trace id, kept beside ours in logs and echoed when it is a plain token. */
+const CLIENT_REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** Builds the gateway without listening: tests call `inject()` or `listen({port: 0})`. */
+export async function buildApp(
+  config: GatewayConfig,
+  overrides: Partial<GatewayParts> = {},
+): Promise<FastifyInstance> {
+  const catalog = overrides.catalog ?? loadCatalog(config.modelsFile);
+  if (!catalog.find(config.defaultModel))
+    throw new ConfigError('DEFAULT_MODEL', `"${config.defaultModel}" is not in the model catalog`);
+  // Before anything is opened: an unknown chain without CHAIN_ENVIRONMENT_FILE stops start-up here.
+  delegationEnvironment(config.chain);
+  const providers = createProviderRegistry({
+    providers: config.providers,
+    upstreams: catalog.upstreams,
+    timeouts: {
+      connectMs: config.limits.upstreamConnectTimeoutMs,
+      responseMs: config.limits.upstreamTimeoutMs,
+    },
+    env: process.env,
+  });
+  const redis = config.redisUrl ? connectRateLimitStore(config.redisUrl) : undefined;
+  const store = overrides.store ?? openStore(config.databaseUrl);
+  await migrateToLatest(store);
+  // Every instance sharing the store sends from the same relayer key: one nonce at a time among them.
+  const chain = createChainClient(config.chain, { sendLock: storeSendLock(store) });
+  const metrics = createGatewayMetrics({
+    ledger: () => readLedgerSnapshot(store),
+    onLedgerError: (error) => app.log.warn({ err: error }, 'metrics: the ledger could not be read'),
+  });
+  const callerChecks: CallerChecks = {
+    adminToken: config.adminToken,
+    isSessionActive: (sessionId) => isSessionActive(store, sessionId),
+  };
+  const x402Rail = createX402Rail({
+    store,
+    chain,
+    facilitator: gatewayFacilitator(chain, config.chain.facilitatorUrl, config.limits.settlementTimeoutMs),
+    receiptTimeoutMs: config.limits.settlementTimeoutMs,
+    log: { error: (details, message) => app.log.error(details, message) },
+    metrics,
+  });
+  // The rail reaches the app's JWT and logger only once requests arrive, after `app` exists below.
+  const sessionRail = createSessionRail({
+    demandPayment: x402Rail.demandPayment,
+    metrics,
+    config,
+    store,
+    chain,
+    authenticate: (authorization) => authenticateAuthorization(app.jwt, authorization, callerChecks),
+    log: {
+      warn: (details, message) => app.log.warn(details, message),
+      error: (details, message) => app.log.error(details, message),
+    },
+  });
+  const gate =
+    overrides.gate ??
+    createPaymentGate({
+      methods: [sessionRail.method, x402Rail.method],
+      inFlight: redis
+        ? redisInFlightLimiter(redis, {
+            limit: config.limits.maxInFlightPerPayer,
+            slotTtlMs: config.limits.inFlightSlotTtlMs,
+            onStoreError: (error) =>
+              app.log.warn({ err: error }, 'in-flight store unreachable: counting this instance only'),
+          })
+        : localInFlightLimiter(config.limits.maxInFlightPerPayer),
+      withPayerLock: store.withPayerLock,
+      paymentRequired: (request) => x402Rail.paymentRequired(request),
+    });
+  const recorder = meteredRecorder(
+    overrides.recorder ??
+      retryingRecorder(createUsageRecorder(store, config.commissionBps), {
+        retryForMs: USAGE_WRITE_RETRY_MS,
+        transient: isStoreUnavailable,
+      }),
+    metrics,
+  );
+  const parts: GatewayParts = {
+    catalog,
+    gate,
+    recorder,
+    chat:
+      overrides.chat ?? createChatService({ registry: meteredProviders(providers, metrics), gate, recorder }),
+    checks: overrides.checks ?? [
+      ...coreHealthChecks(config, { redis }),
+      storeHealthCheck(store),
+      sessionRail.collector.healthCheck(),
+    ],
+    store,
+  };
+
+  const app = Fastify({
+    logger: {
+      level: config.logLevel,
+      redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["x-payment"]'],
+    },
+    bodyLimit: config.limits.bodyLimitBytes,
+    trustProxy: config.trustProxy,
+    requestIdHeader: false,
+    // The request id keys the usage record, so the gateway makes it; a client's own id would let
+    // it collide with (and be billed as a retry of) an earlier request.
+    genReqId: () => randomUUID(),
+    ajv: {
+      customOptions: {
+        coerceTypes: false,
+        removeAdditional: false,
+        allErrors: false,
+        verbose: true,
+        allowUnionTypes: true,
+      },
+    },
+    forceCloseConnections: 'idle',
+    logController: new CompletionLineLog(),
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    const clientId = request.headers['x-request-id'];
+    if (typeof clientId === 'string' && CLIENT_REQUEST_ID.test(clientId)) {
+      reply.header('x-client-request-id', clientId);
+      request.log = request.log.child({ clientRequestId: clientId });
+      reply.log = request.log;
+    }
+  });
+  app.addHook('onClose', () => providers.close());
+  if (!overrides.store) app.addHook('onClose', () => store.close());
+  app.addHook('onReady', async () => {
+    // A failure here is retried by the collector, which finishes settlements left in flight.
+    await sessionRail
+      .recover()
+      .catch((error: unknown) => app.log.error({ err: error }, 'settlement recovery failed'));
+    // x402 settlements still pending are finished by their payer's next request.
+    await x402Rail
+      .recover()
+      .catch((error: unknown) => app.log.error({ err: error }, 'x402 settlement recovery failed'));
+    sessionRail.collector.start();
+  });
+  app.addHook('preClose', () => sessionRail.collector.stop());
+  // The API speaks JSON only: anything else is 415, not a string that fails validation.
+  app.removeContentTypeParser('text/plain');
+
+  installErrorHandling(app);
+  installHttpMetrics(app, metrics);
+  await installJwt(app, config.jwtSecret);
+  await installRateLimiting(app, {
+    max: config.limits.rateLimitMax,
+    windowMs: config.limits.rateLimitWindowMs,
+    perRoute: config.limits.routeRateLimits,
+    redis,
+    identify: async (request) => walletOfToken(app.jwt, request.headers.authorization),
+  });
+  await app.register(healthRoute, { version: GATEWAY_VERSION, checks: parts.checks });
+  await app.register(metricsRoute, {
+    registry: metrics.registry,
+    tokens: [config.metricsToken, config.adminToken],
+  });
+  await app.register(modelsRoute, {
+    catalog,
+    metadata: () => ({ authorize: sessionRail.knownTerms() ?? null }),
+  });
+  // Only the local stack sets DEV_FAUCET_URL: its dashboard learns there where the faucet and the chain's RPC are.
+  const devChain = config.devFaucetUrl && { devFaucetUrl: config.devFaucetUrl, rpcUrl: config.chain.rpcUrl };
+  await app.register(authorizeRoute, {
+    authorizer: sessionRail.authorizer,
+    terms: devChain ? async () => ({ ...(await sessionRail.terms()), ...devChain }) : sessionRail.terms,
+    checks: callerChecks,
+    revoke: (sessionId) => revokeSession(store, sessionId),
+    owedAtomic: async (wallet) => (await debtOf(store, wallet)).owedAtomic,
+  });
+  await app.register(chatRoute, { catalog, defaultModel: config.defaultModel, chat: parts.chat });
+  await app.register(graphqlRoutes, { store, adminToken: config.adminToken });
+  if (config.webDir) await installWebRoute(app, config.webDir);
+  return app;
+}
+
+function storeHealthCheck(store: Store): DependencyCheck {
+  return {
+    name: 'database',
+    critical: true,
+    async check() {
+      await pingStore(store);
+      return { status: 'up', detail: store.dialect };
+    },
+  };
+}

@@ -1,0 +1,124 @@
+import { timingSafeEqual } from 'node:crypto';
+import fastifyJwt, { type JWT } from '@fastify/jwt';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { type Address, getAddress, isAddress } from 'viem';
+import { ApiError } from '../http/errors.js';
+
+/** Claims of a session's access token: the payer's smart account and the session it authorized. */
+export interface AccessClaims {
+  sub: Address;
+  sid: string;
+  exp: number;
+}
+
+declare module '@fastify/jwt' {
+  interface FastifyJWT {
+    payload: AccessClaims;
+  }
+}
+
+/** Who is calling: a payer through its session's access token, or the operator. */
+export type Caller = { kind: 'wallet'; wallet: Address; sessionId: string } | { kind: 'admin' };
+
+export interface CallerChecks {
+  /** ADMIN_TOKEN; operator access is off when unset. */
+  adminToken?: string;
+  /** Whether the session behind a token still stands (exists, not revoked, not expired). */
+  isSessionActive(sessionId: string): Promise<boolean>;
+}
+
+/** Registers @fastify/jwt at the root: HS256 with JWT_SECRET, and nothing else accepted. */
+export async function installJwt(app: FastifyInstance, secret: string): Promise<void> {
+  await app.register(fastifyJwt, {
+    secret,
+    sign: { algorithm: 'HS256' },
+    // Each chat request verifies its token twice (rate-limit key, then the gate) and a client reuses
+    // it for many requests: fast-jwt's cache keeps verified tokens until their `exp`, never errors.
+    verify: { algorithms: ['HS256'], cache: true },
+  });
+}
+
+/** An access token for a session: subject the checksummed wallet, expiring with the session. */
+export function issueAccessToken(
+  app: FastifyInstance,
+  session: { wallet: Address; sessionId: string; expiresAt: Date },
+): string {
+  return app.jwt.sign({
+    sub: getAddress(session.wallet),
+    sid: session.sessionId,
+    exp: Math.floor(session.expiresAt.getTime() / 1000),
+  });
+}
+
+/**
+ * The caller named by `Authorization: Bearer <token>`, or null when there is none.
+ * Throws ApiError 401 when a token is given but is not valid, expired, or its session is over.
+ */
+export async function authenticateCaller(
+  request: FastifyRequest,
+  checks: CallerChecks,
+): Promise<Caller | null> {
+  return authenticateAuthorization(request.server.jwt, request.headers.authorization, checks);
+}
+
+/** `authenticateCaller` for an `Authorization` header seen outside a route (the payment gate). */
+export async function authenticateAuthorization(
+  jwt: JWT,
+  header: string | undefined,
+  checks: CallerChecks,
+): Promise<Caller | null> {
+  if (header === undefined) return null;
+  const token = bearerToken(header);
+  if (token === undefined) throw unauthorized('send the token as "Authorization: Bearer <token>"');
+  if (checks.adminToken !== undefined && sameSecret(token, checks.adminToken)) return { kind: 'admin' };
+
+  let claims: AccessClaims;
+  try {
+    claims = jwt.verify<AccessClaims>(token);
+  } catch (error) {
+    const expired = (error as { code?: string }).code === 'FAST_JWT_EXPIRED';
+    throw unauthorized(
+      expired ? 'the access token has expired; authorize again' : 'the access token is not valid',
+    );
+  }
+  const wallet = walletOfClaims(claims);
+  if (wallet === null || typeof claims.sid !== 'string') throw unauthorized('the access token is not valid');
+  if (!(await checks.isSessionActive(claims.sid)))
+    throw unauthorized('the session of this access token was revoked or has expired; authorize again');
+  return { kind: 'wallet', wallet, sessionId: claims.sid };
+}
+
+/**
+ * The wallet a validly signed, unexpired access token names, or null: no session lookup, so it is
+ * cheap enough to key rate limits on. Never use it to let a request through.
+ */
+export function walletOfToken(jwt: JWT, header: string | undefined): Address | null {
+  const token = header === undefined ? undefined : bearerToken(header);
+  if (token === undefined) return null;
+  try {
+    return walletOfClaims(jwt.verify<AccessClaims>(token));
+  } catch {
+    return null;
+  }
+}
+
+function bearerToken(header: string): string | undefined {
+  return /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+}
+
+/** The checksummed wallet a verified token names, or null when its subject is not an address. */
+function walletOfClaims(claims: AccessClaims): Address | null {
+  return typeof claims.sub === 'string' && isAddress(claims.sub, { strict: false })
+    ? getAddress(claims.sub)
+    : null;
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+function unauthorized(message: string): ApiError {
+  return new ApiError(401, 'unauthorized', message, { headers: { 'www-authenticate': 'Bearer' } });
+}

@@ -1,0 +1,405 @@
+import { randomUUID } from 'node:crypto';
+import { type Selectable, type SqlBool, sql, type Transaction } from 'kysely';
+import { type Address, getAddress, type Hex } from 'viem';
+import type { PaymentRail } from '../services/chat-contracts.js';
+import type { Store } from '../store/database.js';
+import type { Database, SettlementStatusColumn, SettlementsTable } from '../store/schema.js';
+import { atomicCovering, PICO_PER_ATOMIC } from './money.js';
+
+export type SettlementStatus = SettlementStatusColumn;
+
+/**
+ * One payment of a payer's records, written before its transaction is sent (the outbox).
+ * Over a payer's history: sum(confirmed amountAtomic) * 1e6 - current credit = sum of paid records.
+ */
+export interface Settlement {
+  id: string;
+  payer: Address;
+  rail: PaymentRail;
+  status: SettlementStatus;
+  /** USDC atomic units to transfer: the debt rounded up to a whole unit. */
+  amountAtomic: bigint;
+  /** Sum of the claimed records' totals. */
+  recordsTotalPicoUsd: bigint;
+  recordCount: number;
+  /** The payer's credit when opened; used up by this settlement. */
+  creditBeforePicoUsd: bigint;
+  /** The rounding excess, credited to the payer's next settlement once this one is confirmed. */
+  carriedPicoUsd: bigint;
+  txHash: Hex | null;
+  blockNumber: bigint | null;
+  failureReason: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  sentAt: Date | null;
+  confirmedAt: Date | null;
+  failedAt: Date | null;
+}
+
+/** The payer already has a pending or sent settlement: reconcile or finish it first. */
+export class SettlementInProgressError extends Error {
+  constructor(readonly settlement: Settlement) {
+    super(`payer ${settlement.payer} already has settlement ${settlement.id} ${settlement.status}`);
+    this.name = 'SettlementInProgressError';
+  }
+}
+
+/** A transition the settlement's status does not allow (e.g. confirming a failed one), or an unknown id. */
+export class SettlementStateError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SettlementStateError';
+  }
+}
+
+const UNFINISHED: SettlementStatus[] = ['pending', 'sent'];
+
+/**
+ * `status in ('pending', 'sent')` with the values as SQL text: only then do the planners use the
+ * partial indexes on unfinished settlements (bound parameters would scan the payer's history).
+ */
+export function isUnfinished(column: 'status' | 's.status') {
+  return sql<SqlBool>`${sql.ref(column)} in ('pending', 'sent')`;
+}
+
+/** `total_pico > 0` as SQL text, so that the partial index on records owing something is used. */
+export function costsSomething(column: 'total_pico' | 'u.total_pico') {
+  return sql<SqlBool>`${sql.ref(column)} > 0`;
+}
+
+/**
+ * Whether the payer (checksummed) may have something to settle: a record costing anything not
+ * claimed yet, or a settlement in flight. Read-only and answered from two small partial indexes, so
+ * the common case (nothing owed) takes no lock. Records costing 0 stay unclaimed until a settlement
+ * claims them with the payer's next paid ones: they are owed nothing either way.
+ */
+export async function mayOwe(store: Store, wallet: Address): Promise<boolean> {
+  const row = await store.db
+    .selectNoFrom((eb) => [
+      eb
+        .exists(
+          eb
+            .selectFrom('usage_records')
+            .select('request_id')
+            .where('payer', '=', wallet)
+            .where('settlement_id', 'is', null)
+            .where(costsSomething('total_pico')),
+        )
+        .as('owed'),
+      eb
+        .exists(
+          eb.selectFrom('settlements').select('id').where('payer', '=', wallet).where(isUnfinished('status')),
+        )
+        .as('unfinished'),
+    ])
+    .executeTakeFirstOrThrow();
+  return Boolean(row.owed) || Boolean(row.unfinished);
+}
+
+/**
+ * Claims every unclaimed record of the payer into a new `pending` settlement and returns it, or
+ * null when nothing is owed. When the payer's credit covers its records they are paid by the
+ * credit at once (a confirmed settlement of 0) and null is returned. Safe under concurrency:
+ * the payer's row is locked for the transaction and a payer has at most one unfinished settlement.
+ */
+export async function openSettlement(
+  store: Store,
+  payer: Address,
+  rail: PaymentRail,
+): Promise<Settlement | null> {
+  const wallet = getAddress(payer);
+  if (!(await mayOwe(store, wallet))) return null;
+  return store.db.transaction().execute(async (trx) => {
+    // A write first: locks the payer's row in PostgreSQL and takes SQLite's write lock up front.
+    const payerRow = await trx
+      .updateTable('payers')
+      .set((eb) => ({ credit_pico: eb.ref('credit_pico') }))
+      .where('wallet', '=', wallet)
+      .returning('credit_pico')
+      .executeTakeFirst();
+    if (!payerRow) return null;
+    const unfinished = await trx
+      .selectFrom('settlements')
+      .selectAll()
+      .where('payer', '=', wallet)
+      .where(isUnfinished('status'))
+      .executeTakeFirst();
+    if (unfinished) throw new SettlementInProgressError(toSettlement(unfinished));
+    const anyUnclaimed = await trx
+      .selectFrom('usage_records')
+      .select('request_id')
+      .where('payer', '=', wallet)
+      .where('settlement_id', 'is', null)
+      .where(costsSomething('total_pico'))
+      .limit(1)
+      .executeTakeFirst();
+    if (!anyUnclaimed) return null;
+
+    const id = randomUUID();
+    const now = Date.now();
+    await trx
+      .insertInto('settlements')
+      .values({
+        id,
+        payer: wallet,
+        rail,
+        status: 'pending',
+        amount_atomic: 0,
+        records_total_pico: 0,
+        record_count: 0,
+        credit_before_pico: payerRow.credit_pico,
+        carried_pico: 0,
+        created_at: now,
+        updated_at: now,
+      })
+      .execute();
+    // The claim returns exactly what it took, so the amount matches the claimed set even if
+    // records were inserted meanwhile.
+    const claimed = await trx
+      .updateTable('usage_records')
+      .set({ settlement_id: id })
+      .where('payer', '=', wallet)
+      .where('settlement_id', 'is', null)
+      .returning('total_pico')
+      .execute();
+    const recordsTotal = claimed.reduce((sum, record) => sum + record.total_pico, 0n);
+    const owed = recordsTotal - payerRow.credit_pico;
+    const amountAtomic = atomicCovering(owed);
+    const carried = amountAtomic * PICO_PER_ATOMIC - owed;
+    const settled = await trx
+      .updateTable('settlements')
+      .set({
+        amount_atomic: amountAtomic,
+        records_total_pico: recordsTotal,
+        record_count: claimed.length,
+        carried_pico: carried,
+        ...(amountAtomic === 0n ? { status: 'confirmed' as const, confirmed_at: now } : {}),
+      })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (amountAtomic > 0n) return toSettlement(settled);
+    await creditPayer(trx, settled);
+    return null;
+  });
+}
+
+/**
+ * Stores the hash of the transaction that pays the settlement (again with a replacement hash), and
+ * the signed transaction itself when the gateway signed it (`raw`), so it can be broadcast again.
+ */
+export async function markSettlementSent(
+  store: Store,
+  id: string,
+  txHash: Hex,
+  raw?: Hex,
+): Promise<Settlement> {
+  const now = Date.now();
+  const row = await store.db
+    .updateTable('settlements')
+    .set((eb) => ({
+      status: 'sent',
+      tx_hash: txHash,
+      ...(raw === undefined ? {} : { tx_raw: raw }),
+      sent_at: eb.fn.coalesce('sent_at', eb.val(now)),
+      updated_at: now,
+    }))
+    .where('id', '=', id)
+    .where('status', 'in', UNFINISHED)
+    .returningAll()
+    .executeTakeFirst();
+  if (row) return toSettlement(row);
+  return unchangedOrThrow(store, id, 'sent', (s) => s.status === 'confirmed' && s.txHash === txHash);
+}
+
+/** The transaction is final: the records are paid and the rounding excess becomes the payer's credit. */
+export async function confirmSettlement(
+  store: Store,
+  id: string,
+  receipt: { txHash: Hex; blockNumber?: bigint },
+): Promise<Settlement> {
+  const now = Date.now();
+  const confirmed = await store.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable('settlements')
+      .set({
+        status: 'confirmed',
+        tx_hash: receipt.txHash,
+        block_number: receipt.blockNumber ?? null,
+        confirmed_at: now,
+        updated_at: now,
+      })
+      .where('id', '=', id)
+      .where('status', 'in', UNFINISHED)
+      .returningAll()
+      .executeTakeFirst();
+    if (row) await creditPayer(trx, row);
+    return row;
+  });
+  if (confirmed) return toSettlement(confirmed);
+  return unchangedOrThrow(
+    store,
+    id,
+    'confirmed',
+    (s) => s.status === 'confirmed' && s.txHash === receipt.txHash,
+  );
+}
+
+/**
+ * The payment did not happen (reverted, refused, never mined): its records are unclaimed again
+ * and the payer's credit is what it was. Only call it once the transaction cannot land any more.
+ */
+export async function failSettlement(store: Store, id: string, reason: string): Promise<Settlement> {
+  const now = Date.now();
+  const failed = await store.db.transaction().execute(async (trx) => {
+    const row = await trx
+      .updateTable('settlements')
+      .set({ status: 'failed', failure_reason: reason, failed_at: now, updated_at: now })
+      .where('id', '=', id)
+      .where('status', 'in', UNFINISHED)
+      .returningAll()
+      .executeTakeFirst();
+    if (row)
+      await trx
+        .updateTable('usage_records')
+        .set({ settlement_id: null })
+        .where('settlement_id', '=', id)
+        .execute();
+    return row;
+  });
+  if (failed) return toSettlement(failed);
+  return unchangedOrThrow(store, id, 'failed', (s) => s.status === 'failed');
+}
+
+export async function findSettlement(store: Store, id: string): Promise<Settlement | undefined> {
+  const row = await store.db.selectFrom('settlements').selectAll().where('id', '=', id).executeTakeFirst();
+  return row && toSettlement(row);
+}
+
+/** Pending and sent settlements, oldest first: what start-up reconciles against the chain. */
+export async function listUnfinishedSettlements(store: Store): Promise<Settlement[]> {
+  const rows = await store.db
+    .selectFrom('settlements')
+    .selectAll()
+    .where('status', 'in', UNFINISHED)
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute();
+  return rows.map(toSettlement);
+}
+
+/**
+ * Payers with unclaimed records, none newer than `idleForMs`, and no settlement in flight:
+ * what the collector settles. Longest idle first.
+ */
+export async function idleDebtors(
+  store: Store,
+  idleForMs: number,
+  options: { now?: Date; limit?: number; rail?: PaymentRail } = {},
+): Promise<Address[]> {
+  const cutoff = (options.now ?? new Date()).getTime() - idleForMs;
+  let query = store.db
+    .selectFrom('usage_records as u')
+    .select('u.payer')
+    .where('u.settlement_id', 'is', null)
+    .where(costsSomething('u.total_pico'));
+  // The session rail's collector can only collect records made on that rail.
+  if (options.rail) query = query.where('u.rail', '=', options.rail);
+  const rows = await query
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('settlements as s')
+            .select('s.id')
+            .whereRef('s.payer', '=', 'u.payer')
+            .where(isUnfinished('s.status')),
+        ),
+      ),
+    )
+    .groupBy('u.payer')
+    .having((eb) => eb.fn.max('u.created_at'), '<=', cutoff)
+    .orderBy((eb) => eb.fn.max('u.created_at'))
+    .limit(options.limit ?? 100)
+    .execute();
+  return rows.map((row) => row.payer);
+}
+
+/** A position in a newest-first listing: the last item seen. */
+export interface Keyset {
+  createdAt: Date;
+  id: string;
+}
+
+/** A payer's settlements, newest first (after `after`, when given). */
+export async function settlementsOf(
+  store: Store,
+  payer: Address,
+  options: { status?: SettlementStatus; limit?: number; after?: Keyset } = {},
+): Promise<Settlement[]> {
+  let query = store.db
+    .selectFrom('settlements')
+    .selectAll()
+    .where('payer', '=', getAddress(payer))
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(options.limit ?? 50);
+  if (options.status) query = query.where('status', '=', options.status);
+  const after = options.after;
+  if (after)
+    query = query.where((eb) =>
+      eb.or([
+        eb('created_at', '<', BigInt(after.createdAt.getTime())),
+        eb.and([eb('created_at', '=', BigInt(after.createdAt.getTime())), eb('id', '<', after.id)]),
+      ]),
+    );
+  return (await query.execute()).map(toSettlement);
+}
+
+async function creditPayer(trx: Transaction<Database>, settlement: Selectable<SettlementsTable>) {
+  await trx
+    .updateTable('payers')
+    .set((eb) => ({
+      credit_pico: eb(
+        'credit_pico',
+        '+',
+        settlement.amount_atomic * PICO_PER_ATOMIC - settlement.records_total_pico,
+      ),
+    }))
+    .where('wallet', '=', settlement.payer)
+    .execute();
+}
+
+async function unchangedOrThrow(
+  store: Store,
+  id: string,
+  wanted: SettlementStatus,
+  alreadyDone: (settlement: Settlement) => boolean,
+): Promise<Settlement> {
+  const current = await findSettlement(store, id);
+  if (!current) throw new SettlementStateError(`settlement ${id} does not exist`);
+  if (alreadyDone(current)) return current;
+  throw new SettlementStateError(`settlement ${id} is ${current.status}; it cannot become ${wanted}`);
+}
+
+export function toSettlement(row: Selectable<SettlementsTable>): Settlement {
+  const date = (ms: bigint | null) => (ms === null ? null : new Date(Number(ms)));
+  return {
+    id: row.id,
+    payer: row.payer,
+    rail: row.rail,
+    status: row.status,
+    amountAtomic: row.amount_atomic,
+    recordsTotalPicoUsd: row.records_total_pico,
+    recordCount: Number(row.record_count),
+    creditBeforePicoUsd: row.credit_before_pico,
+    carriedPicoUsd: row.carried_pico,
+    txHash: row.tx_hash,
+    blockNumber: row.block_number,
+    failureReason: row.failure_reason,
+    createdAt: new Date(Number(row.created_at)),
+    updatedAt: new Date(Number(row.updated_at)),
+    sentAt: date(row.sent_at),
+    confirmedAt: date(row.confirmed_at),
+    failedAt: date(row.failed_at),
+  };
+}

@@ -1,0 +1,81 @@
+import type { StatedCost, UsageRecorder } from '../services/chat-contracts.js';
+import type { Store } from '../store/database.js';
+import { type NewUsageRecord, recordUsages, type UsageConflictError, type UsageRecord } from './ledger.js';
+import { formatUsd } from './money.js';
+import { type CostBreakdown, costOf, tokenPrices } from './pricing.js';
+
+/**
+ * Prices each request at its catalog model's prices plus the commission, and writes its usage record.
+ * Records of requests ending at the same time are written in one transaction (group commit): each
+ * answer still waits for its own record to be committed, but they share one commit.
+ */
+export function createUsageRecorder(store: Store, commissionBps: number): UsageRecorder {
+  const write = groupCommit((entries: NewUsageRecord[]) => recordUsages(store, entries));
+  return {
+    async record(entry) {
+      const cost = costOf(entry.usage, tokenPrices(entry.model.pricing), commissionBps);
+      const record = await write({
+        requestId: entry.requestId,
+        payer: entry.payer,
+        rail: entry.rail,
+        model: entry.model.id,
+        usage: entry.usage,
+        cost,
+      });
+      return statedCost(record.cost);
+    },
+  };
+}
+
+// Bounded so that one transaction stays well under the databases' bound-parameter limits.
+const MAX_BATCH = 256;
+
+/**
+ * Queues records and writes whatever is queued in one batch, then the next: the first waits for
+ * the current event-loop turn to end (so that answers arriving together share a commit), later
+ * ones for the batch in progress. Nothing is acknowledged before its batch is committed.
+ */
+function groupCommit(
+  writeBatch: (entries: NewUsageRecord[]) => Promise<Array<UsageRecord | UsageConflictError>>,
+): (entry: NewUsageRecord) => Promise<UsageRecord> {
+  let queue: Array<{
+    entry: NewUsageRecord;
+    resolve(record: UsageRecord): void;
+    reject(error: unknown): void;
+  }> = [];
+  let flushing = false;
+  const flush = async () => {
+    while (queue.length > 0) {
+      const batch = queue.slice(0, MAX_BATCH);
+      queue = queue.slice(MAX_BATCH);
+      try {
+        const results = await writeBatch(batch.map((item) => item.entry));
+        batch.forEach((item, i) => {
+          const result = results[i];
+          if (result instanceof Error || result === undefined) item.reject(result);
+          else item.resolve(result);
+        });
+      } catch (error) {
+        for (const item of batch) item.reject(error);
+      }
+    }
+    flushing = false;
+  };
+  return (entry) =>
+    new Promise<UsageRecord>((resolve, reject) => {
+      queue.push({ entry, resolve, reject });
+      if (flushing) return;
+      flushing = true;
+      setImmediate(() => void flush());
+    });
+}
+
+/** The cost as a response states it: exact USD decimal strings, and the total in pico-USD. */
+export function statedCost(cost: CostBreakdown): StatedCost {
+  return {
+    total: formatUsd(cost.totalPicoUsd),
+    provider: formatUsd(cost.providerPicoUsd),
+    commission: formatUsd(cost.commissionPicoUsd),
+    totalPicoUsd: cost.totalPicoUsd.toString(),
+  };
+}

@@ -1,0 +1,122 @@
+import { readFileSync } from 'node:fs';
+import { ConfigError } from '../config.js';
+
+/** USD per million tokens, as decimal strings with at most 6 decimals (so pico-USD per token is whole). */
+export interface PriceSheet {
+  input: string;
+  output: string;
+  cacheRead?: string;
+  cacheWrite?: string;
+  /** Defaults to the output price. */
+  reasoning?: string;
+}
+
+export interface CatalogModel {
+  /** `<provider>/<model>`, the name clients use. */
+  id: string;
+  /** `anthropic`, `google`, or the name of an OpenAI-compatible upstream in the catalog. */
+  provider: string;
+  /** The id the provider itself knows the model by. */
+  providerModel: string;
+  name: string;
+  contextLength: number;
+  maxOutputTokens: number;
+  /** Sent when the client gives no max_tokens and the provider needs one. */
+  defaultMaxTokens: number;
+  pricing: PriceSheet;
+}
+
+/** An operator-listed OpenAI-compatible upstream (OpenAI, OpenRouter, vLLM, Ollama...). */
+export interface OpenAICompatibleUpstream {
+  baseUrl: string;
+  /** Name of the environment variable holding its API key, if it needs one. */
+  apiKeyEnv?: string;
+}
+
+export interface Catalog {
+  models: readonly CatalogModel[];
+  upstreams: Readonly<Record<string, OpenAICompatibleUpstream>>;
+  find(id: string): CatalogModel | undefined;
+}
+
+const BUILT_IN_PROVIDERS = new Set(['anthropic', 'google']);
+const PRICE = /^\d{1,9}(\.\d{1,6})?$/;
+const DEFAULT_FILE = new URL('./models.json', import.meta.url);
+
+/** Loads and checks the catalog; a bad file stops start-up with a ConfigError naming MODELS_FILE. */
+export function loadCatalog(file?: string): Catalog {
+  const source = file ?? DEFAULT_FILE;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(source, 'utf8'));
+  } catch (error) {
+    throw new ConfigError('MODELS_FILE', `could not be read as JSON (${(error as Error).message})`);
+  }
+  return parseCatalog(raw);
+}
+
+export function parseCatalog(raw: unknown): Catalog {
+  const fail = (where: string, problem: string): never => {
+    throw new ConfigError('MODELS_FILE', `${where} ${problem}`);
+  };
+  if (!isObject(raw) || !Array.isArray(raw.models)) return fail('catalog', 'must be an object with "models"');
+  const upstreams: Record<string, OpenAICompatibleUpstream> = {};
+  for (const [name, value] of Object.entries(isObject(raw.upstreams) ? raw.upstreams : {})) {
+    if (BUILT_IN_PROVIDERS.has(name)) fail(`upstreams.${name}`, 'shadows a built-in provider');
+    if (!isObject(value) || typeof value.baseUrl !== 'string' || !/^https?:\/\//.test(value.baseUrl))
+      fail(`upstreams.${name}.baseUrl`, 'must be an http(s) URL');
+    const upstream = value as Record<string, unknown>;
+    upstreams[name] = {
+      baseUrl: String(upstream.baseUrl).replace(/\/+$/, ''),
+      apiKeyEnv: typeof upstream.apiKeyEnv === 'string' ? upstream.apiKeyEnv : undefined,
+    };
+  }
+  const byId = new Map<string, CatalogModel>();
+  for (const [i, entry] of (raw.models as unknown[]).entries()) {
+    const at = `models[${i}]`;
+    if (!isObject(entry)) return fail(at, 'must be an object');
+    const text = (key: string) =>
+      typeof entry[key] === 'string' && entry[key] !== ''
+        ? (entry[key] as string)
+        : fail(`${at}.${key}`, 'must be a non-empty string');
+    const count = (key: string) =>
+      Number.isSafeInteger(entry[key]) && (entry[key] as number) > 0
+        ? (entry[key] as number)
+        : fail(`${at}.${key}`, 'must be a positive integer');
+    const id = text('id');
+    const provider = text('provider');
+    if (!id.startsWith(`${provider}/`)) fail(`${at}.id`, `must start with "${provider}/"`);
+    if (!BUILT_IN_PROVIDERS.has(provider) && !upstreams[provider])
+      fail(`${at}.provider`, `"${provider}" is neither anthropic, google nor a listed upstream`);
+    if (byId.has(id)) fail(`${at}.id`, `"${id}" is listed twice`);
+    const pricing = entry.pricing;
+    if (!isObject(pricing)) return fail(`${at}.pricing`, 'must be an object');
+    for (const key of ['input', 'output', 'cacheRead', 'cacheWrite', 'reasoning']) {
+      const price = pricing[key];
+      const optional = key !== 'input' && key !== 'output';
+      if (price === undefined && optional) continue;
+      if (typeof price !== 'string' || !PRICE.test(price))
+        fail(
+          `${at}.pricing.${key}`,
+          'must be a decimal string of USD per million tokens (at most 6 decimals)',
+        );
+    }
+    const model: CatalogModel = {
+      id,
+      provider,
+      providerModel: text('providerModel'),
+      name: text('name'),
+      contextLength: count('contextLength'),
+      maxOutputTokens: count('maxOutputTokens'),
+      defaultMaxTokens: count('defaultMaxTokens'),
+      pricing: pricing as unknown as PriceSheet,
+    };
+    byId.set(id, model);
+  }
+  const models = [...byId.values()];
+  return { models, upstreams, find: (id) => byId.get(id) };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,376 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import type { SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
+import { type Address, getAddress, type Hex, isAddress, isHex } from 'viem';
+
+/** Everything the gateway needs to run; built from the environment by `loadConfig`, or by tests directly. */
+export interface GatewayConfig {
+  port: number;
+  host: string;
+  /**
+   * Which proxies' `X-Forwarded-For` to believe for the caller's IP (rate limits key on it):
+   * true (any) or comma-separated addresses/CIDRs of the proxies. Off when absent.
+   */
+  trustProxy?: boolean | string;
+  /** A SQLite file path (default) or a `postgres://` URL. */
+  databaseUrl: string;
+  redisUrl?: string;
+  jwtSecret: string;
+  /** Operator token for GraphQL queries about any wallet. */
+  adminToken?: string;
+  /**
+   * Bearer token for GET /metrics (ADMIN_TOKEN works too). With neither set, only loopback
+   * callers may scrape.
+   */
+  metricsToken?: string;
+  logLevel: string;
+  providers: {
+    anthropic: UpstreamConfig;
+    google: UpstreamConfig;
+  };
+  /** Replaces the shipped catalog when set. */
+  modelsFile?: string;
+  /** The model used when a chat request names none. */
+  defaultModel: string;
+  commissionBps: number;
+  chain: ChainConfig;
+  limits: LimitsConfig;
+  /** Directory of the built dashboard; served at `/` when it exists. */
+  webDir?: string;
+  /** A local chain's test-money faucet (set by the local stack only), published to the dashboard. */
+  devFaucetUrl?: string;
+}
+
+export interface UpstreamConfig {
+  apiKey?: string;
+  baseUrl: string;
+}
+
+export interface ChainConfig {
+  rpcUrl: string;
+  chainId: number;
+  usdcAddress: Address;
+  treasuryAddress: Address;
+  /** The gateway's delegate and relayer key. */
+  sessionKeyPrivateKey: Hex;
+  /** Set when the local chain's Delegation Framework is not at the kit's known addresses. */
+  delegationManagerAddress?: Address;
+  /**
+   * The Delegation Framework contracts (DelegationManager, caveat enforcers) of a chain the
+   * smart-accounts kit does not know, e.g. a local anvil: CHAIN_ENVIRONMENT_FILE.
+   */
+  delegationEnvironment?: SmartAccountsEnvironment;
+  facilitatorUrl?: string;
+}
+
+export interface LimitsConfig {
+  /** Largest accepted request body, in bytes. */
+  bodyLimitBytes: number;
+  /** Requests per window per caller (wallet once known, IP before). */
+  rateLimitMax: number;
+  rateLimitWindowMs: number;
+  /** Route path (as registered, e.g. `/v1/chat/completions`) -> requests per window, replacing `rateLimitMax` there. */
+  routeRateLimits: Readonly<Record<string, number>>;
+  /** Requests of one payer in flight at once; beyond it 429. */
+  maxInFlightPerPayer: number;
+  /**
+   * With Redis: how long an in-flight slot outlives its instance's last refresh, i.e. how soon
+   * the slots of an instance that died are free again. Default 30 s.
+   */
+  inFlightSlotTtlMs?: number;
+  /** Longest wait for a provider's response headers, and between two chunks of its body. */
+  upstreamTimeoutMs: number;
+  /** TCP + TLS connect to a provider. */
+  upstreamConnectTimeoutMs: number;
+  /** Debts idle longer than this are settled by the collector (session rail). */
+  collectorIdleMs: number;
+  /** How often the collector looks for idle debts and unfinished settlements. */
+  collectorIntervalMs: number;
+  /** Longest wait for a settlement's receipt before the request is refused (the outbox finishes it later). */
+  settlementTimeoutMs: number;
+  /** Latest expiry a session delegation may have, in seconds from now. */
+  sessionMaxLifetimeSeconds: number;
+  /** Smallest amount cap (total, or per period) a session delegation may set, in USDC atomic units. */
+  sessionMinCapAtomic: bigint;
+}
+
+/** Start-up refuses to run with it; the message names the variable. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`Invalid configuration: ${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
+export const DEFAULT_GEMINI_BASE_URL = 'https://generativelanguage.googleapis.com';
+
+/** Canonical USDC deployments, so operators on Base need not configure the token. */
+const KNOWN_USDC: Record<number, Address> = {
+  8453: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+  84532: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+};
+
+/** The SQLite file used when DATABASE_URL is not set (also by `npm run migrate`). */
+export const DEFAULT_DATABASE_URL = './data/gateway.sqlite';
+
+type Env = Record<string, string | undefined>;
+
+/** The repository's built dashboard (`npm run build -w web`), served when WEB_DIR is not set. */
+function bundledWebDir(): string | undefined {
+  const dir = fileURLToPath(new URL('../../web/dist', import.meta.url));
+  return existsSync(`${dir}/index.html`) ? dir : undefined;
+}
+
+/** DATABASE_URL alone, checked as `loadConfig` checks it (for `npm run migrate`). */
+export function loadDatabaseUrl(env: Env = process.env): string {
+  return new EnvReader(env).databaseUrl('DATABASE_URL', DEFAULT_DATABASE_URL);
+}
+
+/** What `npm run reconcile` reads: the ledger and the chain, named as the gateway names them. */
+export interface ReconcileConfig {
+  databaseUrl: string;
+  chain: Pick<ChainConfig, 'rpcUrl' | 'chainId' | 'usdcAddress' | 'treasuryAddress'>;
+}
+
+export function loadReconcileConfig(env: Env = process.env): ReconcileConfig {
+  const read = new EnvReader(env);
+  const chainId = read.integer('CHAIN_ID', 8453, 1);
+  return {
+    databaseUrl: read.databaseUrl('DATABASE_URL', DEFAULT_DATABASE_URL),
+    chain: readPaymentChain(read, chainId),
+  };
+}
+
+/** Where payments go: the chain's RPC, the token and the treasury. */
+function readPaymentChain(read: EnvReader, chainId: number): ReconcileConfig['chain'] {
+  const knownUsdc = KNOWN_USDC[chainId];
+  return {
+    rpcUrl: read.requiredUrl('CHAIN_RPC_URL', ['http:', 'https:', 'ws:', 'wss:']),
+    chainId,
+    usdcAddress: knownUsdc ? read.address('USDC_ADDRESS', knownUsdc) : read.requiredAddress('USDC_ADDRESS'),
+    treasuryAddress: read.requiredAddress('TREASURY_ADDRESS'),
+  };
+}
+
+export function loadConfig(env: Env = process.env): GatewayConfig {
+  const read = new EnvReader(env);
+  const chainId = read.integer('CHAIN_ID', 8453, 1);
+  return {
+    port: read.integer('PORT', 8080, 0, 65535),
+    host: read.string('HOST', '127.0.0.1'),
+    trustProxy: read.trustProxy('TRUST_PROXY'),
+    databaseUrl: read.databaseUrl('DATABASE_URL', DEFAULT_DATABASE_URL),
+    redisUrl: read.url('REDIS_URL', ['redis:', 'rediss:']),
+    jwtSecret: read.secret('JWT_SECRET', 32),
+    adminToken: read.optionalSecret('ADMIN_TOKEN', 16),
+    metricsToken: read.optionalSecret('METRICS_TOKEN', 16),
+    logLevel: read.oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
+    providers: {
+      anthropic: {
+        apiKey: read.optional('ANTHROPIC_API_KEY'),
+        baseUrl: read.url('ANTHROPIC_BASE_URL', ['http:', 'https:']) ?? DEFAULT_ANTHROPIC_BASE_URL,
+      },
+      google: {
+        apiKey: read.optional('GEMINI_API_KEY'),
+        baseUrl: read.url('GEMINI_BASE_URL', ['http:', 'https:']) ?? DEFAULT_GEMINI_BASE_URL,
+      },
+    },
+    modelsFile: read.optional('MODELS_FILE'),
+    defaultModel: read.string('DEFAULT_MODEL', 'anthropic/claude-sonnet-4.5'),
+    commissionBps: read.integer('COMMISSION_BPS', 1000, 0, 100_000),
+    chain: {
+      ...readPaymentChain(read, chainId),
+      sessionKeyPrivateKey: read.privateKey('SESSION_KEY_PRIVATE_KEY'),
+      delegationManagerAddress: read.optionalAddress('DELEGATION_MANAGER_ADDRESS'),
+      delegationEnvironment: read.delegationEnvironment('CHAIN_ENVIRONMENT_FILE'),
+      facilitatorUrl: read.url('FACILITATOR_URL', ['http:', 'https:']),
+    },
+    limits: {
+      bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024),
+      rateLimitMax: read.integer('RATE_LIMIT_MAX', 600, 1),
+      rateLimitWindowMs: read.integer('RATE_LIMIT_WINDOW_MS', 60_000, 1000),
+      routeRateLimits: read.routeLimits('RATE_LIMITS'),
+      maxInFlightPerPayer: read.integer('MAX_IN_FLIGHT_PER_PAYER', 8, 1),
+      inFlightSlotTtlMs: read.integer('IN_FLIGHT_SLOT_TTL_MS', 30_000, 1000),
+      upstreamTimeoutMs: read.integer('UPSTREAM_TIMEOUT_MS', 120_000, 100),
+      upstreamConnectTimeoutMs: read.integer('UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100),
+      collectorIdleMs: read.integer('COLLECTOR_IDLE_MS', 15 * 60_000, 1000),
+      collectorIntervalMs: read.integer('COLLECTOR_INTERVAL_MS', 30_000, 100),
+      settlementTimeoutMs: read.integer('SETTLEMENT_TIMEOUT_MS', 60_000, 1000),
+      sessionMaxLifetimeSeconds: read.integer('SESSION_MAX_LIFETIME_SECONDS', 30 * 86_400, 60),
+      sessionMinCapAtomic: BigInt(read.integer('SESSION_MIN_CAP_ATOMIC', 10_000, 1)),
+    },
+    webDir: read.optional('WEB_DIR') ?? bundledWebDir(),
+    devFaucetUrl: read.url('DEV_FAUCET_URL', ['http:', 'https:']),
+  };
+}
+
+/** Reads one variable at a time and throws a `ConfigError` naming it when it is wrong. */
+class EnvReader {
+  constructor(private readonly env: Env) {}
+
+  optional(name: string): string | undefined {
+    const value = this.env[name]?.trim();
+    return value === '' ? undefined : value;
+  }
+
+  string(name: string, fallback: string): string {
+    return this.optional(name) ?? fallback;
+  }
+
+  required(name: string): string {
+    const value = this.optional(name);
+    if (value === undefined) throw new ConfigError(name, 'is required');
+    return value;
+  }
+
+  integer(name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+    const raw = this.optional(name);
+    if (raw === undefined) return fallback;
+    if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+    const value = Number(raw);
+    if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}`);
+    return value;
+  }
+
+  /** A SQLite file path, or a PostgreSQL URL: any other URL scheme is a mistake, not a file name. */
+  databaseUrl(name: string, fallback: string): string {
+    const value = this.string(name, fallback);
+    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]?.toLowerCase();
+    if (scheme !== undefined && scheme !== 'postgres' && scheme !== 'postgresql')
+      throw new ConfigError(name, `must be a SQLite file path or a postgres:// URL, got a ${scheme}:// URL`);
+    return value;
+  }
+
+  /** `<path>=<max>,<path>=<max>`, e.g. `/v1/chat/completions=600,/v1/authorize=30`. */
+  routeLimits(name: string): Record<string, number> {
+    const raw = this.optional(name);
+    const limits: Record<string, number> = {};
+    if (raw === undefined) return limits;
+    for (const entry of raw.split(',')) {
+      const match = /^\s*(\/[^\s=]*)\s*=\s*(\d+)\s*$/.exec(entry);
+      const [, path, max] = match ?? [];
+      if (!path || !max)
+        throw new ConfigError(
+          name,
+          `must be a comma-separated list of <path>=<requests>, got "${entry.trim()}"`,
+        );
+      if (path in limits) throw new ConfigError(name, `lists ${path} twice`);
+      const count = Number(max);
+      if (!Number.isSafeInteger(count) || count < 1)
+        throw new ConfigError(name, `must allow a whole number of requests >= 1 on ${path}`);
+      limits[path] = count;
+    }
+    return limits;
+  }
+
+  trustProxy(name: string): boolean | string | undefined {
+    const raw = this.optional(name);
+    if (raw === undefined || raw === 'false') return undefined;
+    if (raw === 'true') return true;
+    for (const entry of raw.split(',')) {
+      const [address, bits, ...rest] = entry.trim().split('/');
+      const version = isIP(address ?? '');
+      const maxBits = version === 6 ? 128 : 32;
+      if (
+        version === 0 ||
+        rest.length > 0 ||
+        (bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= maxBits))
+      )
+        throw new ConfigError(name, `must be true, false, or IP addresses/CIDRs, got "${entry.trim()}"`);
+    }
+    return raw;
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+    const raw = this.optional(name);
+    if (raw === undefined) return fallback;
+    if (!(allowed as readonly string[]).includes(raw))
+      throw new ConfigError(name, `must be one of ${allowed.join(', ')}`);
+    return raw as T;
+  }
+
+  url(name: string, protocols: string[]): string | undefined {
+    const raw = this.optional(name);
+    if (raw === undefined) return undefined;
+    let parsed: URL;
+    try {
+      parsed = new URL(raw);
+    } catch {
+      throw new ConfigError(name, `must be a URL, got "${raw}"`);
+    }
+    if (!protocols.includes(parsed.protocol))
+      throw new ConfigError(name, `must use ${protocols.map((p) => p.replace(':', '')).join(' or ')}`);
+    return raw.replace(/\/+$/, '');
+  }
+
+  requiredUrl(name: string, protocols: string[]): string {
+    const value = this.url(name, protocols);
+    if (value === undefined) throw new ConfigError(name, 'is required');
+    return value;
+  }
+
+  secret(name: string, minLength: number): string {
+    const value = this.required(name);
+    if (value.length < minLength) throw new ConfigError(name, `must be at least ${minLength} characters`);
+    return value;
+  }
+
+  optionalSecret(name: string, minLength: number): string | undefined {
+    return this.optional(name) === undefined ? undefined : this.secret(name, minLength);
+  }
+
+  optionalAddress(name: string): Address | undefined {
+    const raw = this.optional(name);
+    if (raw === undefined) return undefined;
+    if (!isAddress(raw, { strict: false }))
+      throw new ConfigError(name, `must be a 0x-prefixed 20-byte address`);
+    return getAddress(raw);
+  }
+
+  address(name: string, fallback: Address): Address {
+    return this.optionalAddress(name) ?? fallback;
+  }
+
+  requiredAddress(name: string): Address {
+    const value = this.optionalAddress(name);
+    if (value === undefined) throw new ConfigError(name, 'is required');
+    return value;
+  }
+
+  /**
+   * A JSON file naming the Delegation Framework contracts: a SmartAccountsEnvironment, or an object
+   * holding one under `environment` (as the local chain kit writes it).
+   */
+  delegationEnvironment(name: string): SmartAccountsEnvironment | undefined {
+    const path = this.optional(name);
+    if (path === undefined) return undefined;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(path, 'utf8'));
+    } catch (error) {
+      throw new ConfigError(name, `must name a readable JSON file (${(error as Error).message})`);
+    }
+    const candidate = (parsed as { environment?: unknown })?.environment ?? parsed;
+    const environment = candidate as Partial<SmartAccountsEnvironment> | null;
+    const addresses = [environment?.DelegationManager, ...Object.values(environment?.caveatEnforcers ?? {})];
+    if (
+      typeof environment?.caveatEnforcers !== 'object' ||
+      addresses.some((address) => typeof address !== 'string' || !isAddress(address, { strict: false }))
+    )
+      throw new ConfigError(name, 'must hold a DelegationManager address and caveatEnforcers addresses');
+    return environment as SmartAccountsEnvironment;
+  }
+
+  privateKey(name: string): Hex {
+    const value = this.required(name);
+    if (!isHex(value) || value.length !== 66)
+      throw new ConfigError(name, 'must be a 0x-prefixed 32-byte hex key');
+    return value;
+  }
+}

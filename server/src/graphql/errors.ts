@@ -1,0 +1,86 @@
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import mercurius, { type MercuriusContext } from 'mercurius';
+
+/** `extensions.code` of every error the endpoint answers with. */
+export type GraphqlErrorCode =
+  | 'GRAPHQL_PARSE_FAILED'
+  | 'GRAPHQL_VALIDATION_FAILED'
+  | 'BAD_USER_INPUT'
+  | 'BAD_REQUEST'
+  | 'UNAUTHENTICATED'
+  | 'FORBIDDEN'
+  | 'QUERY_TOO_DEEP'
+  | 'QUERY_TOO_COMPLEX'
+  | 'INTERNAL_SERVER_ERROR';
+
+/** An error a resolver or hook throws for the client to see. */
+export function graphqlError(
+  code: GraphqlErrorCode,
+  message: string,
+  statusCode = 200,
+): InstanceType<typeof mercurius.ErrorWithProps> {
+  return new mercurius.ErrorWithProps(message, { code }, statusCode);
+}
+
+interface ExecutionWithErrors {
+  data?: unknown;
+  errors: readonly GraphQLError[];
+}
+
+/**
+ * Mercurius' status codes, with every error given an `extensions.code` and anything unexpected
+ * masked as INTERNAL_SERVER_ERROR (and logged) instead of leaking its message.
+ */
+export function formatGraphqlErrors(execution: ExecutionWithErrors, context: MercuriusContext) {
+  const { statusCode } = mercurius.defaultErrorFormatter(execution as never, context);
+  const log = context.reply?.log ?? context.app.log;
+  const errors = execution.errors.flatMap((error): GraphQLFormattedError[] => {
+    const batch = (error.originalError as { errors?: unknown } | undefined)?.errors;
+    if (Array.isArray(batch)) return batch.map((inner) => formatRequestError(inner as Error));
+    return [formatExecutionError(error, log)];
+  });
+  // graphql-js refuses some requests only when executing them (an unknown operationName, several
+  // operations and none named): nothing ran, so it is the request that is bad.
+  const refusedRequest = !execution.data && execution.errors.some(isRequestError);
+  return {
+    statusCode: refusedRequest && statusCode === 200 ? 400 : statusCode,
+    response: { data: (execution.data ?? null) as null, errors },
+  };
+}
+
+/** An error graphql-js raised about the request itself: no resolver behind it, no field path. */
+function isRequestError(error: GraphQLError): boolean {
+  return (
+    error.originalError === undefined && error.path === undefined && error.extensions?.code === undefined
+  );
+}
+
+/** Errors from parsing and validating a request (mercurius gathers them under one error). */
+function formatRequestError(error: Error): GraphQLFormattedError {
+  const gql = error instanceof GraphQLError ? error : new GraphQLError(error.message);
+  let code: GraphqlErrorCode = 'GRAPHQL_VALIDATION_FAILED';
+  if ((error as { code?: string }).code === 'MER_ERR_GQL_QUERY_DEPTH') code = 'QUERY_TOO_DEEP';
+  else if (error.message.startsWith('Syntax Error')) code = 'GRAPHQL_PARSE_FAILED';
+  else if (error.message.startsWith('Variable "$')) code = 'BAD_USER_INPUT';
+  return withCode(gql, code);
+}
+
+function formatExecutionError(
+  error: GraphQLError,
+  log: { error(details: object, message: string): void },
+): GraphQLFormattedError {
+  const given = error.extensions?.code;
+  if (typeof given === 'string') return error.toJSON();
+  if (error.message.startsWith('Syntax Error')) return withCode(error, 'GRAPHQL_PARSE_FAILED');
+  if (isRequestError(error)) return withCode(error, 'BAD_REQUEST');
+  const status = (error.originalError as { statusCode?: unknown } | undefined)?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) return withCode(error, 'BAD_REQUEST');
+  log.error({ err: error.originalError ?? error }, 'graphql resolver failed');
+  const masked = new GraphQLError('internal error', { path: error.path, nodes: error.nodes });
+  return withCode(masked, 'INTERNAL_SERVER_ERROR');
+}
+
+function withCode(error: GraphQLError, code: GraphqlErrorCode): GraphQLFormattedError {
+  const json = error.toJSON();
+  return { ...json, extensions: { ...json.extensions, code } };
+}

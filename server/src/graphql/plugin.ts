@@ -1,0 +1,65 @@
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { DocumentNode } from 'graphql';
+import mercurius from 'mercurius';
+import { authenticateCaller } from '../auth/jwt.js';
+import type { Store } from '../store/database.js';
+import { isSessionActive } from '../store/sessions.js';
+import { formatGraphqlErrors, graphqlError } from './errors.js';
+import { enforceComplexity, MAX_QUERY_DEPTH } from './limits.js';
+import { type LedgerContext, ledgerResolvers } from './resolvers.js';
+
+export interface GraphqlOptions {
+  store: Store;
+  /** ADMIN_TOKEN: lets the operator query any wallet. */
+  adminToken?: string;
+  /** Defaults to schema.graphql at the repository root (the same path from src/ and dist/). */
+  schemaFile?: string | URL;
+}
+
+const SCHEMA_FILE = new URL('../../../schema.graphql', import.meta.url);
+
+/**
+ * GraphQL at /graphql over the ledger. Registered as an encapsulated plugin: mercurius installs
+ * its own error handler, which must not replace the gateway's envelope for other routes.
+ */
+export default async function graphqlRoutes(app: FastifyInstance, options: GraphqlOptions): Promise<void> {
+  const { store, adminToken } = options;
+  await app.register(mercurius, {
+    schema: readFileSync(options.schemaFile ?? SCHEMA_FILE, 'utf8'),
+    resolvers: ledgerResolvers(),
+    path: '/graphql',
+    graphiql: false,
+    queryDepth: MAX_QUERY_DEPTH,
+    errorFormatter: formatGraphqlErrors,
+    context: (request: FastifyRequest): Promise<LedgerContext> => callerContext(request, store, adminToken),
+  });
+  app.graphql.addHook('preValidation', async (_schema, document) => {
+    // Mercurius takes a query that fails to parse but is JSON as a ready-made syntax tree; only the
+    // parser's own documents reach validation. Their `loc` is a Location, whose method JSON cannot forge.
+    if (typeof (document as Partial<DocumentNode> | null)?.loc?.toJSON !== 'function')
+      throw graphqlError('GRAPHQL_PARSE_FAILED', 'the query is not a GraphQL document', 400);
+  });
+  app.graphql.addHook('preExecution', async (schema, document, _context, variables) => {
+    // A GET request's `variables` is any JSON text; graphql-js asserts (and so fails) on a non-object.
+    if (variables != null && (typeof variables !== 'object' || Array.isArray(variables)))
+      throw graphqlError('BAD_USER_INPUT', 'variables must be a JSON object', 400);
+    enforceComplexity(schema, document, variables);
+  });
+}
+
+async function callerContext(
+  request: FastifyRequest,
+  store: Store,
+  adminToken?: string,
+): Promise<LedgerContext> {
+  try {
+    const caller = await authenticateCaller(request, {
+      adminToken,
+      isSessionActive: (sessionId) => isSessionActive(store, sessionId),
+    });
+    return { store, caller };
+  } catch (error) {
+    return { store, caller: null, authError: error as Error };
+  }
+}

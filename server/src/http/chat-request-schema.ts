@@ -1,0 +1,147 @@
+/**
+ * JSON Schema of the OpenAI chat completion request, as far as the gateway acts on it.
+ * Unknown fields are accepted and ignored, as OpenAI clients send them. Optional scalars may be
+ * null (the OpenAI spec marks them nullable). Rules a schema cannot say well live in
+ * `chat-request-rules.ts`.
+ */
+const nullable = (schema: Record<string, unknown>) => ({
+  ...schema,
+  type: [schema.type as string, 'null'],
+});
+
+const textPart = {
+  type: 'object',
+  required: ['type', 'text'],
+  properties: { type: { const: 'text' }, text: { type: 'string' } },
+};
+
+const imagePart = {
+  type: 'object',
+  required: ['type', 'image_url'],
+  properties: {
+    type: { const: 'image_url' },
+    image_url: {
+      type: 'object',
+      required: ['url'],
+      properties: {
+        url: { type: 'string', minLength: 1 },
+        detail: { type: 'string', enum: ['auto', 'low', 'high'] },
+      },
+    },
+  },
+};
+
+const contentPart = {
+  type: 'object',
+  required: ['type'],
+  properties: { type: { type: 'string', enum: ['text', 'image_url'] } },
+  allOf: [
+    { if: { properties: { type: { const: 'text' } } }, then: textPart },
+    { if: { properties: { type: { const: 'image_url' } } }, then: imagePart },
+  ],
+};
+
+const toolCall = {
+  type: 'object',
+  required: ['id', 'type', 'function'],
+  properties: {
+    id: { type: 'string', minLength: 1 },
+    type: { const: 'function' },
+    function: {
+      type: 'object',
+      required: ['name', 'arguments'],
+      properties: { name: { type: 'string', minLength: 1 }, arguments: { type: 'string' } },
+    },
+  },
+};
+
+const message = {
+  type: 'object',
+  required: ['role'],
+  properties: {
+    role: { type: 'string', enum: ['system', 'user', 'assistant', 'tool'] },
+    content: { type: ['string', 'array', 'null'], items: contentPart },
+    name: { type: 'string' },
+    tool_calls: { type: 'array', items: toolCall },
+    tool_call_id: { type: 'string', minLength: 1 },
+  },
+};
+
+const functionTool = {
+  type: 'object',
+  required: ['type', 'function'],
+  properties: {
+    type: { const: 'function' },
+    function: {
+      type: 'object',
+      required: ['name'],
+      properties: {
+        name: {
+          type: 'string',
+          pattern: '^[a-zA-Z0-9_-]{1,64}$',
+          description: 'must be 1 to 64 letters, digits, underscores or dashes',
+        },
+        description: { type: 'string' },
+        parameters: { type: 'object' },
+        strict: { type: ['boolean', 'null'] },
+      },
+    },
+  },
+};
+
+const toolChoice = {
+  description: 'must be "none", "auto", "required" or {"type":"function","function":{"name":...}}',
+  anyOf: [
+    { type: 'string', enum: ['none', 'auto', 'required'] },
+    {
+      type: 'object',
+      required: ['type', 'function'],
+      properties: {
+        type: { const: 'function' },
+        function: {
+          type: 'object',
+          required: ['name'],
+          properties: { name: { type: 'string', minLength: 1 } },
+        },
+      },
+    },
+    { type: 'null' },
+  ],
+};
+
+const stop = {
+  description: 'must be a string or an array of at most 4 strings',
+  anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, maxItems: 4 }, { type: 'null' }],
+};
+
+export const chatRequestSchema = {
+  type: 'object',
+  required: ['messages'],
+  properties: {
+    model: { type: 'string', minLength: 1 },
+    messages: { type: 'array', minItems: 1, items: message },
+    stream: nullable({ type: 'boolean' }),
+    stream_options: nullable({ type: 'object', properties: { include_usage: { type: 'boolean' } } }),
+    temperature: nullable({ type: 'number', minimum: 0, maximum: 2 }),
+    top_p: nullable({ type: 'number', minimum: 0, maximum: 1 }),
+    top_k: nullable({ type: 'integer', minimum: 1 }),
+    frequency_penalty: nullable({ type: 'number', minimum: -2, maximum: 2 }),
+    presence_penalty: nullable({ type: 'number', minimum: -2, maximum: 2 }),
+    max_tokens: nullable({ type: 'integer', minimum: 1 }),
+    max_completion_tokens: nullable({ type: 'integer', minimum: 1 }),
+    n: nullable({
+      type: 'integer',
+      minimum: 1,
+      maximum: 1,
+      description: 'must be 1: the gateway returns one choice per request',
+    }),
+    stop,
+    response_format: nullable({
+      type: 'object',
+      required: ['type'],
+      properties: { type: { type: 'string', enum: ['text', 'json_object'] } },
+    }),
+    tools: nullable({ type: 'array', items: functionTool }),
+    tool_choice: toolChoice,
+  },
+} as const;

@@ -1,0 +1,80 @@
+import { PassThrough } from 'node:stream';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { Catalog } from '../catalog/catalog.js';
+import type { ChatRequest } from '../providers/openai-types.js';
+import type { ChatInput, ChatService, EventSink } from '../services/chat-service.js';
+import { resolveChatRequest } from './chat-request-rules.js';
+import { chatRequestSchema } from './chat-request-schema.js';
+
+export interface ChatRouteOptions {
+  catalog: Catalog;
+  defaultModel: string;
+  chat: ChatService;
+}
+
+export default async function chatRoute(app: FastifyInstance, options: ChatRouteOptions) {
+  app.post<{ Body: ChatRequest }>(
+    '/v1/chat/completions',
+    { schema: { body: chatRequestSchema } },
+    async (request, reply) => {
+      const { model } = resolveChatRequest(request.body, options.catalog, options.defaultModel);
+      const cancel = new AbortController();
+      reply.raw.on('close', () => {
+        if (!reply.raw.writableFinished) cancel.abort();
+      });
+      const input: ChatInput = {
+        request: request.body,
+        model,
+        headers: request.headers,
+        url: request.url,
+        requestId: request.id,
+        signal: cancel.signal,
+        log: request.log,
+        response: {
+          headers: (values) => reply.headers(values),
+          openStream: () => openEventStream(reply),
+        },
+      };
+      try {
+        const body = await options.chat.handle(input);
+        return body === undefined ? reply : reply.send(body);
+      } catch (error) {
+        if (!cancel.signal.aborted) throw error;
+        request.log.info('the client went away before its answer');
+        return reply.hijack();
+      }
+    },
+  );
+}
+
+/** Server-sent events straight to the socket: no buffering, and writes wait while the client is slow. */
+function openEventStream(reply: FastifyReply): EventSink {
+  const body = new PassThrough();
+  reply
+    .headers({
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+      connection: 'keep-alive',
+    })
+    .send(body);
+  const open = () => !body.destroyed && !body.writableEnded;
+  return {
+    send(data) {
+      if (!open()) return Promise.resolve();
+      if (body.write(`data: ${JSON.stringify(data)}\n\n`)) return Promise.resolve();
+      return new Promise((resolve) => {
+        const settle = () => {
+          body.off('drain', settle);
+          body.off('close', settle);
+          resolve();
+        };
+        body.on('drain', settle);
+        body.on('close', settle);
+      });
+    },
+    close(done) {
+      if (open()) body.end(done ? 'data: [DONE]\n\n' : undefined);
+    },
+  };
+}

@@ -1,0 +1,32 @@
+/** The `ApiResponse<T>` envelope every JSON answer wears, except chat completion bodies. */
+export interface ApiResponse<T> {
+  data: T | null;
+  error: ApiErrorBody | null;
+  meta: { timestamp: string; path: string };
+}
+
+export interface ApiErrorBody {
+  code: string;
+  message: string;
+  field?: string;
+  /** Extra facts a client can act on (upstream status, amount owed, ...). */
+  details?: Record<string, unknown>;
+}
+
+/** The served path, without the query string. */
+export function servedPath(url: string): string {
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
+function meta(url: string) {
+  return { timestamp: new Date().toISOString(), path: servedPath(url) };
+}
+
+export function success<T>(data: T, url: string): ApiResponse<T> {
+  return { data, error: null, meta: meta(url) };
+}
+
+export function failure(error: ApiErrorBody, url: string): ApiResponse<never> {
+  return { data: null, error, meta: meta(url) };
+}

@@ -1,0 +1,174 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isStoreUnavailable } from '../store/database.js';
+import { failure, servedPath } from './envelope.js';
+import { ApiError, type ErrorCode } from './errors.js';
+
+interface SchemaIssue {
+  keyword: string;
+  instancePath: string;
+  message?: string;
+  params: Record<string, unknown>;
+  parentSchema?: { description?: string };
+}
+
+/** One place turns every error into the envelope; routes throw, they never format errors. */
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const apiError = toApiError(error);
+    if (apiError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    else request.log.info({ code: apiError.code, message: apiError.message }, 'request refused');
+    return sendError(reply, request, apiError);
+  });
+  const allowedMethods = trackRoutes(app);
+  app.setNotFoundHandler((request, reply) => {
+    const path = servedPath(request.url);
+    const allowed = allowedMethods(path);
+    if (allowed.length === 0 || allowed.includes(request.method))
+      return sendError(
+        reply,
+        request,
+        new ApiError(404, 'not_found', `no route for ${request.method} ${path}`),
+      );
+    const allow = allowed.join(', ');
+    return sendError(
+      reply,
+      request,
+      new ApiError(405, 'method_not_allowed', `${request.method} is not allowed on ${path}; use ${allow}`, {
+        headers: { allow },
+      }),
+    );
+  });
+}
+
+/** Remembers the routes as registered, so a known path asked with another method gets 405, not 404. */
+function trackRoutes(app: FastifyInstance): (path: string) => string[] {
+  const routes: Array<{ pattern: RegExp; methods: string[] }> = [];
+  app.addHook('onRoute', (route) => {
+    routes.push({ pattern: pathPattern(route.url), methods: [route.method].flat() });
+  });
+  return (path) =>
+    [...new Set(routes.filter((route) => route.pattern.test(path)).flatMap((route) => route.methods))].sort();
+}
+
+function pathPattern(url: string): RegExp {
+  const source = url
+    .split(/(:[^/]+|\*)/)
+    .map((token) => {
+      if (token === '*') return '.*';
+      if (token.startsWith(':')) return '[^/]+';
+      return token.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    })
+    .join('');
+  return new RegExp(`^${source}$`);
+}
+
+export function sendError(reply: FastifyReply, request: FastifyRequest, error: ApiError): FastifyReply {
+  if (error.options.headers) reply.headers(error.options.headers);
+  return reply
+    .code(error.statusCode)
+    .type('application/json')
+    .send({ ...error.options.envelopeFields, ...failure(error.toBody(), request.url) });
+}
+
+const BY_FASTIFY_CODE: Record<string, [number, ErrorCode, string]> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'unsupported_media_type', 'send the body as application/json'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'validation_error', 'content-length does not match the body'],
+  FST_ERR_CTP_BODY_TOO_LARGE: [
+    413,
+    'payload_too_large',
+    'the request body is larger than the gateway accepts',
+  ],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'invalid_json', 'the body is empty; send a JSON object'],
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'invalid_json', 'the body is not valid JSON'],
+};
+
+function toApiError(error: FastifyError): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error.validation)
+    return fromSchemaIssues(error.validation as unknown as SchemaIssue[], error.validationContext);
+  const known = error.code ? BY_FASTIFY_CODE[error.code] : undefined;
+  if (known) return new ApiError(known[0], known[1], known[2]);
+  if (error instanceof SyntaxError && error.statusCode === 400)
+    return new ApiError(400, 'invalid_json', 'the body is not valid JSON');
+  if (error.statusCode === 429) return new ApiError(429, 'rate_limited', error.message);
+  if (isStoreUnavailable(error))
+    return new ApiError(503, 'service_unavailable', "the gateway's ledger cannot be reached; retry shortly", {
+      headers: { 'retry-after': '2' },
+    });
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500)
+    return new ApiError(
+      error.statusCode,
+      error.statusCode === 401 ? 'unauthorized' : 'validation_error',
+      error.message,
+    );
+  return new ApiError(500, 'internal_error', 'the gateway failed to handle this request');
+}
+
+/**
+ * Names the field at fault as a JS-like path (`messages[0].content`). For unions (anyOf) the
+ * branch errors are noise: the union's own description says what is allowed.
+ */
+function fromSchemaIssues(issues: SchemaIssue[], context: string | undefined): ApiError {
+  const last = issues[issues.length - 1];
+  const issue = last && (last.keyword === 'anyOf' || last.keyword === 'oneOf') ? last : issues[0];
+  if (!issue) return new ApiError(400, 'validation_error', 'the request is invalid');
+  let field = toFieldPath(issue.instancePath);
+  if (issue.keyword === 'required') field = joinField(field, String(issue.params.missingProperty));
+  if (!field) field = context ?? 'body';
+  return new ApiError(400, 'validation_error', `${field} ${describeIssue(issue)}`, { field });
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  number: 'a number',
+  integer: 'an integer',
+  string: 'a string',
+  boolean: 'a boolean',
+  array: 'an array',
+  object: 'an object',
+  null: 'null',
+};
+
+/** What is wrong, in words; a schema's own `description` says it best for bounds and patterns. */
+function describeIssue(issue: SchemaIssue): string {
+  const { params } = issue;
+  const limit = Number(params.limit);
+  switch (issue.keyword) {
+    case 'required':
+      return 'is required';
+    case 'const':
+      return `must be ${JSON.stringify(params.allowedValue)}`;
+    case 'enum':
+      return `must be one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'type':
+      return `must be ${String(params.type)
+        .split(',')
+        .map((type) => TYPE_NAMES[type] ?? type)
+        .join(' or ')}`;
+  }
+  if (issue.parentSchema?.description) return issue.parentSchema.description;
+  switch (issue.keyword) {
+    case 'minItems':
+      return `must have at least ${limit} item${limit === 1 ? '' : 's'}`;
+    case 'maxItems':
+      return `must have at most ${limit} item${limit === 1 ? '' : 's'}`;
+    case 'minLength':
+      return limit === 1 ? 'must not be empty' : `must be at least ${limit} characters long`;
+    case 'maxLength':
+      return `must be at most ${limit} characters long`;
+    default:
+      return issue.message ?? 'is invalid';
+  }
+}
+
+function toFieldPath(pointer: string): string {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((path, token) => joinField(path, token), '');
+}
+
+function joinField(path: string, token: string): string {
+  if (/^\d+$/.test(token)) return `${path}[${token}]`;
+  return path ? `${path}.${token}` : token;
+}

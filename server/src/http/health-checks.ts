@@ -1,0 +1,82 @@
+import type { Redis } from 'ioredis';
+import { BaseError, createPublicClient, http, type PublicClient, webSocket } from 'viem';
+import {
+  DEFAULT_ANTHROPIC_BASE_URL,
+  DEFAULT_GEMINI_BASE_URL,
+  type GatewayConfig,
+  type UpstreamConfig,
+} from '../config.js';
+import type { DependencyCheck, DependencyState } from './health-route.js';
+
+/** The probes of the core: the chain RPC, each built-in provider, and Redis when it is used. */
+export function coreHealthChecks(
+  config: GatewayConfig,
+  { redis }: { redis?: Redis } = {},
+): DependencyCheck[] {
+  return [
+    chainRpcCheck(probeClient(config.chain.rpcUrl)),
+    providerCheck('anthropic', config.providers.anthropic, DEFAULT_ANTHROPIC_BASE_URL, 'ANTHROPIC_API_KEY'),
+    providerCheck('google', config.providers.google, DEFAULT_GEMINI_BASE_URL, 'GEMINI_API_KEY'),
+    ...(redis ? [redisCheck(redis)] : []),
+  ];
+}
+
+/** A client of its own, so a slow RPC fails the probe fast instead of waiting on retries. */
+function probeClient(rpcUrl: string): Pick<PublicClient, 'getBlockNumber'> {
+  const options = { timeout: 1000, retryCount: 0 };
+  const transport = /^wss?:/.test(rpcUrl) ? webSocket(rpcUrl, options) : http(rpcUrl, options);
+  return createPublicClient({ transport, cacheTime: 0 });
+}
+
+/**
+ * Critical: settlements need the chain. The answer (up or down) is kept for `cacheMs` and
+ * concurrent probes share one call, so a load balancer probing often costs one RPC call per period.
+ */
+export function chainRpcCheck(
+  client: Pick<PublicClient, 'getBlockNumber'>,
+  { cacheMs = 5000 }: { cacheMs?: number } = {},
+): DependencyCheck {
+  let last: { at: number; state: Promise<DependencyState> } | undefined;
+  const probe = async (): Promise<DependencyState> => {
+    try {
+      return { status: 'up', detail: `block ${await client.getBlockNumber()}` };
+    } catch (error) {
+      // The RPC URL may carry an API key: say what failed, never where.
+      const reason = error instanceof BaseError ? error.shortMessage : 'the RPC call failed';
+      return { status: 'down', detail: reason };
+    }
+  };
+  return {
+    name: 'chain',
+    critical: true,
+    check() {
+      const now = Date.now();
+      if (!last || now - last.at >= cacheMs) last = { at: now, state: probe() };
+      return last.state;
+    },
+  };
+}
+
+/** Not critical, and no network call: a provider is usable once it has a key or a custom endpoint. */
+export function providerCheck(
+  name: string,
+  upstream: UpstreamConfig,
+  defaultBaseUrl: string,
+  keyVariable: string,
+): DependencyCheck {
+  const configured = upstream.apiKey !== undefined || upstream.baseUrl !== defaultBaseUrl;
+  const state: DependencyState = configured
+    ? { status: 'up' }
+    : { status: 'unconfigured', detail: `set ${keyVariable} to serve its models` };
+  return { name, critical: false, check: async () => state };
+}
+
+/** Not critical: rate limits are skipped while Redis is away. The client's own state, no round trip. */
+export function redisCheck(redis: Pick<Redis, 'status'>): DependencyCheck {
+  return {
+    name: 'redis',
+    critical: false,
+    check: async () =>
+      redis.status === 'ready' ? { status: 'up' } : { status: 'down', detail: `connection ${redis.status}` },
+  };
+}

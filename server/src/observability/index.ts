@@ -1,0 +1,14 @@
+export { installHttpMetrics, UNMATCHED_ROUTE } from './http-metrics.js';
+export { readLedgerSnapshot } from './ledger-snapshot.js';
+export {
+  createGatewayMetrics,
+  type GatewayMetrics,
+  type GatewayMetricsOptions,
+  type LedgerSnapshot,
+  type ProviderFailure,
+  type SettlementMetrics,
+  type SettlementOutcome,
+  type TokenKind,
+} from './metrics.js';
+export { meteredProviders } from './provider-metrics.js';
+export { meteredRecorder } from './usage-metrics.js';

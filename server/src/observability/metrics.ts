@@ -1,0 +1,193 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { PaymentRail } from '../services/chat-contracts.js';
+
+/** How a settlement attempt ended, as `paygate_settlements_total{status}` counts it. */
+export type SettlementOutcome =
+  /** Paid and confirmed on chain. */
+  | 'confirmed'
+  /** The payer's side: cap reached, delegation expired or revoked, balance too low, proof refused. */
+  | 'refused'
+  /** The gateway's side (chain unreachable, receipt late): the outbox finishes it later. */
+  | 'unavailable'
+  /** Anything else. */
+  | 'failed';
+
+/** What the payment code reports about settlements. */
+export interface SettlementMetrics {
+  /** One settlement attempt of a payer's debt ended; `seconds` from opening it to its outcome. */
+  settled(rail: PaymentRail, outcome: SettlementOutcome, seconds: number): void;
+}
+
+/** Why an upstream call failed, as `paygate_provider_errors_total{reason}` counts it. */
+export type ProviderFailure = 'timeout' | 'status_4xx' | 'status_5xx' | 'connection' | 'stream';
+
+/** The ledger figures read on each scrape (kept cheap: small indexes only). */
+export interface LedgerSnapshot {
+  /** Completed requests not yet paid (unclaimed, or claimed by a settlement in flight), in pico-USD. */
+  outstandingPicoUsd: bigint;
+  /** Settlements opened or sent but not confirmed or failed yet. */
+  unfinishedSettlements: number;
+}
+
+/**
+ * The gateway's Prometheus instruments, on a registry of their own (one per app, so several apps
+ * in one process, as in tests, never share counters).
+ */
+export interface GatewayMetrics extends SettlementMetrics {
+  readonly registry: Registry;
+  httpRequest(route: string, method: string, status: number, seconds: number): void;
+  /** An upstream call ended: `outcome` ok, cancelled (the client went away), or why it failed. */
+  providerCall(
+    provider: string,
+    mode: 'complete' | 'stream',
+    outcome: 'ok' | 'cancelled' | ProviderFailure,
+    seconds: number,
+  ): void;
+  providerFirstToken(provider: string, seconds: number): void;
+  /** A usage record was written: its tokens by kind, and its cost. */
+  usageRecorded(model: string, tokens: Readonly<Record<TokenKind, number>>, costPicoUsd: bigint): void;
+}
+
+export type TokenKind = 'input' | 'cache_read' | 'cache_write' | 'output' | 'reasoning';
+
+export interface GatewayMetricsOptions {
+  /** Read on each scrape for the debt and settlement gauges. */
+  ledger?: () => Promise<LedgerSnapshot>;
+  /** Where a failed ledger read is reported (the gauges then read NaN for that scrape). */
+  onLedgerError?: (error: unknown) => void;
+}
+
+// From a sub-millisecond refusal to a long streamed answer.
+const HTTP_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
+];
+const PROVIDER_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+// Around one block (0.2 s locally, 2 s on Base) up to the receipt timeout.
+const SETTLEMENT_BUCKETS = [0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 3, 5, 10, 30, 60];
+const PICO_PER_USD = 1e12;
+
+export function createGatewayMetrics(options: GatewayMetricsOptions = {}): GatewayMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  collectDefaultMetrics({ register: registry });
+
+  const httpRequests = new Counter({
+    name: 'paygate_http_requests_total',
+    help: 'HTTP requests answered, by route template, method and status code',
+    labelNames: ['route', 'method', 'status'] as const,
+    registers,
+  });
+  const httpDuration = new Histogram({
+    name: 'paygate_http_request_duration_seconds',
+    help: 'Time from a request arriving to its answer ending (a stream: its last event), by route template',
+    labelNames: ['route', 'method'] as const,
+    buckets: HTTP_BUCKETS,
+    registers,
+  });
+  const providerDuration = new Histogram({
+    name: 'paygate_provider_request_duration_seconds',
+    help: 'Time of an upstream call, to its whole answer (complete) or its last event (stream), by provider and outcome',
+    labelNames: ['provider', 'mode', 'outcome'] as const,
+    buckets: PROVIDER_BUCKETS,
+    registers,
+  });
+  const providerErrors = new Counter({
+    name: 'paygate_provider_errors_total',
+    help: 'Upstream calls that failed, by provider and reason (timeout, status_4xx, status_5xx, connection, stream)',
+    labelNames: ['provider', 'reason'] as const,
+    registers,
+  });
+  const providerFirstToken = new Histogram({
+    name: 'paygate_provider_time_to_first_token_seconds',
+    help: 'Time from an upstream streaming call to its first content, by provider',
+    labelNames: ['provider'] as const,
+    buckets: PROVIDER_BUCKETS,
+    registers,
+  });
+  const tokens = new Counter({
+    name: 'paygate_tokens_total',
+    help: 'Tokens of recorded usage, by model and kind (input, cache_read, cache_write, output, reasoning)',
+    labelNames: ['model', 'kind'] as const,
+    registers,
+  });
+  const cost = new Counter({
+    name: 'paygate_cost_usd_total',
+    help: 'Cost of recorded usage (provider cost plus commission) in USD, by model; the ledger holds the exact amounts',
+    labelNames: ['model'] as const,
+    registers,
+  });
+  const settlements = new Counter({
+    name: 'paygate_settlements_total',
+    help: 'Settlement attempts of payer debts, by rail and outcome (confirmed, refused, unavailable, failed)',
+    labelNames: ['rail', 'status'] as const,
+    registers,
+  });
+  const settlementDuration = new Histogram({
+    name: 'paygate_settlement_duration_seconds',
+    help: 'Time from opening a settlement to its confirmation on chain, by rail',
+    labelNames: ['rail'] as const,
+    buckets: SETTLEMENT_BUCKETS,
+    registers,
+  });
+
+  if (options.ledger) {
+    const read = options.ledger;
+    // One ledger read per scrape feeds both gauges; prom-client collects them one after the other.
+    let pending: Promise<LedgerSnapshot | undefined> | undefined;
+    const snapshot = () => {
+      pending ??= read()
+        .catch((error: unknown) => {
+          options.onLedgerError?.(error);
+          return undefined;
+        })
+        .finally(() => {
+          pending = undefined;
+        });
+      return pending;
+    };
+    new Gauge({
+      name: 'paygate_debt_outstanding_usd',
+      help: 'USD owed for completed requests and not yet confirmed paid, over every payer (before sub-cent credits)',
+      registers,
+      async collect() {
+        const current = await snapshot();
+        this.set(current ? Number(current.outstandingPicoUsd) / PICO_PER_USD : Number.NaN);
+      },
+    });
+    new Gauge({
+      name: 'paygate_settlements_unfinished',
+      help: 'Settlements opened or sent and not yet confirmed or failed',
+      registers,
+      async collect() {
+        const current = await snapshot();
+        this.set(current ? current.unfinishedSettlements : Number.NaN);
+      },
+    });
+  }
+
+  return {
+    registry,
+    httpRequest(route, method, status, seconds) {
+      httpRequests.inc({ route, method, status });
+      httpDuration.observe({ route, method }, seconds);
+    },
+    providerCall(provider, mode, outcome, seconds) {
+      providerDuration.observe(
+        { provider, mode, outcome: outcome === 'ok' || outcome === 'cancelled' ? outcome : 'error' },
+        seconds,
+      );
+      if (outcome !== 'ok' && outcome !== 'cancelled') providerErrors.inc({ provider, reason: outcome });
+    },
+    providerFirstToken(provider, seconds) {
+      providerFirstToken.observe({ provider }, seconds);
+    },
+    usageRecorded(model, counts, costPicoUsd) {
+      for (const [kind, count] of Object.entries(counts)) if (count > 0) tokens.inc({ model, kind }, count);
+      cost.inc({ model }, Number(costPicoUsd) / PICO_PER_USD);
+    },
+    settled(rail, outcome, seconds) {
+      settlements.inc({ rail, status: outcome });
+      if (outcome === 'confirmed') settlementDuration.observe({ rail }, seconds);
+    },
+  };
+}

@@ -1,0 +1,133 @@
+import { getSmartAccountsEnvironment, type SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
+import {
+  type Address,
+  BaseError,
+  type Chain,
+  createPublicClient,
+  defineChain,
+  erc20Abi,
+  getAddress,
+  http,
+  type PublicClient,
+  parseAbi,
+  type Transport,
+  webSocket,
+} from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { type ChainConfig, ConfigError } from '../config.js';
+import { createRelayer, type Relayer, type SendLock } from './relayer.js';
+
+/** The token's identity as EIP-712 signers (x402, permits) and wallets need it. */
+export interface TokenMetadata {
+  address: Address;
+  name: string;
+  version: string;
+  decimals: number;
+}
+
+/** Everything the payment rails need from the chain: a reader, the relayer, and the contracts. */
+export interface ChainClient {
+  chainId: number;
+  /** CAIP-2, e.g. `eip155:8453`. */
+  network: `eip155:${number}`;
+  publicClient: PublicClient<Transport, Chain>;
+  /** The session key: delegate of session delegations and sender of settlements. */
+  relayer: Relayer;
+  usdc: Address;
+  treasury: Address;
+  /** The Delegation Framework: DelegationManager and caveat enforcers. */
+  environment: SmartAccountsEnvironment;
+  /** Read from the token once, then remembered (a failed read is retried next time). */
+  token(): Promise<TokenMetadata>;
+}
+
+// Local chains mine every fraction of a second; viem's default (4 s without a block time) would
+// add seconds to every settlement.
+const LOCAL_CHAIN_IDS = new Set([31337, 1337]);
+
+export interface ChainClientOptions {
+  /** Serializes the relayer's sends; in this process when absent (one gateway sends from the key). */
+  sendLock?: SendLock;
+}
+
+export function createChainClient(chain: ChainConfig, options: ChainClientOptions = {}): ChainClient {
+  const local = LOCAL_CHAIN_IDS.has(chain.chainId);
+  const viemChain = defineChain({
+    id: chain.chainId,
+    name: `eip155:${chain.chainId}`,
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [chain.rpcUrl] } },
+  });
+  const transport = /^wss?:/.test(chain.rpcUrl) ? webSocket(chain.rpcUrl) : http(chain.rpcUrl);
+  const publicClient = createPublicClient({
+    chain: viemChain,
+    transport,
+    pollingInterval: local ? 50 : 500,
+    cacheTime: 0,
+  });
+  const usdc = getAddress(chain.usdcAddress);
+  let tokenRead: Promise<TokenMetadata> | undefined;
+  return {
+    chainId: chain.chainId,
+    network: `eip155:${chain.chainId}`,
+    publicClient,
+    relayer: createRelayer(
+      publicClient,
+      privateKeyToAccount(chain.sessionKeyPrivateKey),
+      chain.chainId,
+      options.sendLock,
+    ),
+    usdc,
+    treasury: getAddress(chain.treasuryAddress),
+    environment: delegationEnvironment(chain),
+    token() {
+      tokenRead ??= readToken(publicClient, usdc).catch((error) => {
+        tokenRead = undefined;
+        throw error;
+      });
+      return tokenRead;
+    },
+  };
+}
+
+/**
+ * The Delegation Framework of the configured chain: CHAIN_ENVIRONMENT_FILE when given (a local
+ * chain), else the kit's deployment for the chain id; DELEGATION_MANAGER_ADDRESS overrides its manager.
+ */
+export function delegationEnvironment(chain: ChainConfig): SmartAccountsEnvironment {
+  let environment = chain.delegationEnvironment;
+  if (!environment) {
+    try {
+      environment = getSmartAccountsEnvironment(chain.chainId);
+    } catch {
+      throw new ConfigError(
+        'CHAIN_ENVIRONMENT_FILE',
+        `is required on chain ${chain.chainId}: the Delegation Framework has no known deployment there`,
+      );
+    }
+  }
+  const enforcers = Object.fromEntries(
+    Object.entries(environment.caveatEnforcers).map(([name, address]) => [name, getAddress(address)]),
+  );
+  return {
+    ...environment,
+    DelegationManager: getAddress(chain.delegationManagerAddress ?? environment.DelegationManager),
+    caveatEnforcers: enforcers,
+  };
+}
+
+/** What went wrong on the chain, without the RPC URL (it may carry an API key). */
+export function chainErrorReason(error: unknown): string {
+  return error instanceof BaseError ? error.shortMessage : 'the RPC call failed';
+}
+
+const versionAbi = parseAbi(['function version() view returns (string)']);
+
+async function readToken(client: PublicClient, address: Address): Promise<TokenMetadata> {
+  const [name, version, decimals] = await Promise.all([
+    client.readContract({ address, abi: erc20Abi, functionName: 'name' }),
+    client.readContract({ address, abi: versionAbi, functionName: 'version' }),
+    client.readContract({ address, abi: erc20Abi, functionName: 'decimals' }),
+  ]);
+  return { address, name, version, decimals };
+}

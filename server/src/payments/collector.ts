@@ -1,0 +1,181 @@
+import type { Address } from 'viem';
+import { idleDebtors } from '../billing/settlements.js';
+import type { DependencyCheck } from '../http/health-route.js';
+import type { Leadership } from '../store/leadership.js';
+import type { PayerLock } from '../store/payer-lock.js';
+import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile.js';
+import { latestUnexpiredSession } from './session-records.js';
+import { settleSessionDebt } from './session-settlement.js';
+import { finishUnfinishedX402Settlements } from './x402/reconcile.js';
+
+export interface CollectorOptions extends OutboxDeps {
+  withPayerLock: PayerLock;
+  /** Debts whose newest record is older than this are collected. */
+  idleMs: number;
+  /** Pause between two runs. */
+  intervalMs: number;
+  /** First retry delay after a payer's collection failed; doubles per failure up to `maxBackoffMs`. */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Runs only while this instance holds it: one collector among the instances sharing the database. */
+  leadership?: Leadership;
+  log: { warn(details: object, message: string): void; error(details: object, message: string): void };
+}
+
+/** What /health shows of the collector. */
+export interface CollectorState {
+  running: boolean;
+  /** False while another instance holds the collector's leadership (this one stands by). */
+  leading: boolean;
+  lastRunAt: string | null;
+  lastRunError: string | null;
+  /** Payers settled by the collector since start. */
+  collected: number;
+  /** Payers whose last collection failed, with when the next attempt is due. */
+  failing: Array<{ payer: Address; failures: number; lastError: string; nextAttemptAt: string }>;
+}
+
+export interface CollectorRun {
+  collected: Address[];
+  failed: Address[];
+  reconciled: number;
+}
+
+export interface Collector {
+  /** Runs now and then every `intervalMs` until `stop`. */
+  start(): void;
+  /** Stops the loop and waits for a run in progress. */
+  stop(): Promise<void>;
+  runOnce(now?: Date): Promise<CollectorRun>;
+  state(): CollectorState;
+  healthCheck(): DependencyCheck;
+}
+
+interface Failure {
+  failures: number;
+  lastError: string;
+  nextAttemptAt: number;
+}
+
+/**
+ * Settles, in the background, the debts of session payers who stopped sending requests (so their
+ * last request is paid too), and finishes settlements of either rail left in flight. Each payer is settled under
+ * its lock; a failing payer is retried with exponential backoff.
+ */
+export function createCollector(options: CollectorOptions): Collector {
+  const backoffMs = options.backoffMs ?? options.intervalMs;
+  const maxBackoffMs = options.maxBackoffMs ?? 64 * backoffMs;
+  const failures = new Map<Address, Failure>();
+  let collected = 0;
+  let lastRunAt: Date | null = null;
+  let lastRunError: string | null = null;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<unknown> | undefined;
+  let stopped = true;
+  let leading = options.leadership === undefined;
+
+  const fail = (payer: Address, error: unknown, now: number) => {
+    const failureCount = (failures.get(payer)?.failures ?? 0) + 1;
+    const delay = Math.min(maxBackoffMs, backoffMs * 2 ** (failureCount - 1));
+    const lastError = error instanceof Error ? error.message : String(error);
+    failures.set(payer, { failures: failureCount, lastError, nextAttemptAt: now + delay });
+    options.log.warn(
+      { payer, failures: failureCount, err: error },
+      'collector could not settle an idle debt',
+    );
+  };
+
+  const runOnce = async (now = new Date()): Promise<CollectorRun> => {
+    const run: CollectorRun = { collected: [], failed: [], reconciled: 0 };
+    try {
+      leading = (await options.leadership?.acquire()) ?? true;
+      if (!leading) {
+        lastRunError = null;
+        lastRunAt = now;
+        return run;
+      }
+      const olderThan = new Date(now.getTime() - options.receiptTimeoutMs);
+      run.reconciled = (
+        await finishUnfinishedSettlements(options, options.withPayerLock, { olderThan })
+      ).length;
+      // An x402 payer who never comes back would leave its settlement unfinished until a restart.
+      await finishUnfinishedX402Settlements(options, options.withPayerLock, { olderThan });
+      const debtors = await idleDebtors(options.store, options.idleMs, { now, rail: 'session' });
+      for (const payer of debtors) {
+        const failure = failures.get(payer);
+        if (failure && failure.nextAttemptAt > now.getTime()) continue;
+        try {
+          await options.withPayerLock(payer, async () => {
+            const session = await latestUnexpiredSession(options.store, payer, now);
+            if (!session) throw new Error('no unexpired session delegation to collect with');
+            await settleSessionDebt(options, session);
+          });
+          failures.delete(payer);
+          collected++;
+          run.collected.push(payer);
+        } catch (error) {
+          fail(payer, error, now.getTime());
+          run.failed.push(payer);
+        }
+      }
+      lastRunError = null;
+    } catch (error) {
+      lastRunError = error instanceof Error ? error.message : String(error);
+      options.log.error({ err: error }, 'collector run failed');
+    }
+    lastRunAt = now;
+    return run;
+  };
+
+  const loop = () => {
+    running = runOnce().finally(() => {
+      if (!stopped) timer = setTimeout(loop, options.intervalMs);
+    });
+  };
+
+  const state = (): CollectorState => ({
+    running: !stopped,
+    leading,
+    lastRunAt: lastRunAt?.toISOString() ?? null,
+    lastRunError,
+    collected,
+    failing: [...failures].map(([payer, failure]) => ({
+      payer,
+      failures: failure.failures,
+      lastError: failure.lastError,
+      nextAttemptAt: new Date(failure.nextAttemptAt).toISOString(),
+    })),
+  });
+
+  return {
+    start() {
+      if (!stopped) return;
+      stopped = false;
+      loop();
+    },
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+      await options.leadership?.release();
+      leading = options.leadership === undefined;
+    },
+    runOnce,
+    state,
+    healthCheck: () => ({
+      name: 'collector',
+      // Idle debts wait; requests are still settled one by one.
+      critical: false,
+      async check() {
+        const current = { ...state() };
+        if (!current.running) return { status: 'down', detail: 'not running', state: current };
+        if (!current.leading)
+          return { status: 'up', detail: 'standing by: another instance collects', state: current };
+        if (current.lastRunError)
+          return { status: 'down', detail: `last run failed: ${current.lastRunError}`, state: current };
+        const detail = `${current.collected} idle debts collected; ${current.failing.length} payers failing`;
+        return { status: 'up', detail, state: current };
+      },
+    }),
+  };
+}

@@ -1,0 +1,74 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Address } from 'viem';
+import type { ApiError } from '../http/errors.js';
+import type { Admission, AdmissionRequest, PaymentGate, PaymentRail } from '../services/chat-contracts.js';
+import type { PayerLock } from '../store/payer-lock.js';
+import type { InFlightLimiter } from './in-flight.js';
+
+/** A payer named by a verified credential, and how to pay what it owes. */
+export interface IdentifiedPayer {
+  payer: Address;
+  /**
+   * Settles everything the payer owes for completed requests and waits for confirmation.
+   * Runs under the payer's lock. Returns headers for the response; throws ApiError 402 when
+   * the debt cannot be paid.
+   */
+  settleDebt(): Promise<Record<string, string>>;
+  /** See `Admission.owedHeaders`. */
+  owedHeaders?(): Promise<Record<string, string>>;
+  /**
+   * A read-only check, made outside the payer's lock: true when the payer cannot owe anything (no
+   * unpaid record costing something, no settlement in flight), so there is nothing to settle and
+   * the lock is not taken. A record completing meanwhile is one the locked path could miss too.
+   */
+  owesNothing?(): Promise<boolean>;
+}
+
+/** One payment rail (session-key JWT, x402 proof): how it recognizes and identifies a payer. */
+export interface PaymentMethod {
+  readonly rail: PaymentRail;
+  /** Whether the request carries this rail's credential at all. */
+  recognizes(headers: IncomingHttpHeaders): boolean;
+  /** Verifies the credential (ApiError 401/402 when it is not acceptable) and names the payer. */
+  identify(request: AdmissionRequest): Promise<IdentifiedPayer>;
+}
+
+export interface PaymentGateOptions {
+  /** Tried in order; the first that recognizes the request's credential handles it. */
+  methods: PaymentMethod[];
+  inFlight: InFlightLimiter;
+  withPayerLock: PayerLock;
+  /** The answer for a request carrying no credential at all (402 with payment requirements). */
+  paymentRequired(request: AdmissionRequest): ApiError | Promise<ApiError>;
+}
+
+/**
+ * The ordering rule: a request is forwarded only once everything its payer owes is settled.
+ * Concurrent requests of one payer queue on the payer lock, so a debt is settled once; the
+ * in-flight slot bounds what the payer can owe unsettled.
+ */
+export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
+  return {
+    async admit(request: AdmissionRequest): Promise<Admission> {
+      const method = options.methods.find((candidate) => candidate.recognizes(request.headers));
+      if (!method) throw await options.paymentRequired(request);
+      const identified = await method.identify(request);
+      const release = await options.inFlight.acquire(identified.payer);
+      try {
+        const responseHeaders = (await identified.owesNothing?.())
+          ? {}
+          : await options.withPayerLock(identified.payer, () => identified.settleDebt());
+        return {
+          payer: identified.payer,
+          rail: method.rail,
+          responseHeaders,
+          owedHeaders: identified.owedHeaders,
+          release,
+        };
+      } catch (error) {
+        release();
+        throw error;
+      }
+    },
+  };
+}

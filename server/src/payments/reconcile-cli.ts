@@ -1,0 +1,80 @@
+import { parseArgs } from 'node:util';
+import { BaseError, createPublicClient, http, webSocket } from 'viem';
+import { ConfigError, loadReconcileConfig } from '../config.js';
+import { openStore } from '../store/database.js';
+import { formatReconciliation, reconcileLedger } from './reconcile-ledger.js';
+
+const USAGE = `npm run reconcile -- [--from-block N] [--to-block N] [--json]
+Compares the ledger (DATABASE_URL) with the USDC transfers to TREASURY_ADDRESS on CHAIN_RPC_URL.
+Exit 0: consistent. 1: mismatches (listed). 2: the check could not run.`;
+
+/** `npm run reconcile`: the ledger against the chain, as a report and an exit code. */
+async function reconcile(): Promise<number> {
+  const { values } = parseOptions();
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const config = loadReconcileConfig();
+  const rpcUrl = config.chain.rpcUrl;
+  const publicClient = createPublicClient({
+    transport: /^wss?:/.test(rpcUrl) ? webSocket(rpcUrl) : http(rpcUrl),
+  });
+  const store = openStore(config.databaseUrl);
+  try {
+    const result = await reconcileLedger(
+      store,
+      { publicClient, usdc: config.chain.usdcAddress, treasury: config.chain.treasuryAddress },
+      {
+        fromBlock: blockOption(values['from-block'], '--from-block'),
+        toBlock: blockOption(values['to-block'], '--to-block'),
+      },
+    );
+    console.log(
+      values.json
+        ? JSON.stringify(result, (_key, value) => (typeof value === 'bigint' ? value.toString() : value), 2)
+        : formatReconciliation(result),
+    );
+    return result.consistent ? 0 : 1;
+  } finally {
+    await store.close();
+  }
+}
+
+function parseOptions() {
+  try {
+    return parseArgs({
+      options: {
+        'from-block': { type: 'string' },
+        'to-block': { type: 'string' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', default: false },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+function blockOption(value: string | undefined, name: string): bigint | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new UsageError(`${name} must be a block number, got "${value}"`);
+  return BigInt(value);
+}
+
+class UsageError extends Error {}
+
+reconcile().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof UsageError) console.error(`${error.message}\n${USAGE}`);
+    else if (error instanceof ConfigError) console.error(error.message);
+    else
+      console.error(
+        `reconciliation failed: ${error instanceof BaseError ? error.shortMessage : (error as Error).message}`,
+      );
+    process.exitCode = 2;
+  },
+);

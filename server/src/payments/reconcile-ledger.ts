@@ -1,0 +1,401 @@
+import {
+  type Address,
+  type Chain,
+  getAddress,
+  type Hash,
+  type PublicClient,
+  parseAbiItem,
+  parseEventLogs,
+  TransactionReceiptNotFoundError,
+  type Transport,
+} from 'viem';
+import { formatUsd, formatUsdcAtomic, PICO_PER_ATOMIC } from '../billing/money.js';
+import type { Store } from '../store/database.js';
+import { exactSum, readSum } from '../store/exact-sum.js';
+import type { SettlementStatusColumn } from '../store/schema.js';
+
+/** What the ledger and the chain disagree on. */
+export type MismatchKind =
+  /** A confirmed settlement whose transaction moved nothing from its payer to the treasury. */
+  | 'transfer_missing'
+  /** A confirmed settlement whose transfer moved another amount. */
+  | 'amount_differs'
+  /** A transfer from a payer to the treasury that no confirmed settlement records. */
+  | 'transfer_unrecorded'
+  /** One transaction recorded as the payment of several settlements of a payer. */
+  | 'transaction_reused'
+  /** A settlement's claimed records do not add up to what it says it pays. */
+  | 'records_differ'
+  /** Records claimed by a failed settlement, or by one that does not exist: never paid, never released. */
+  | 'records_stranded'
+  /** sum(confirmed amounts) * 1e6 - credit differs from the cost of the payer's paid records. */
+  | 'payer_unbalanced';
+
+export interface Mismatch {
+  kind: MismatchKind;
+  payer?: Address;
+  settlementId?: string;
+  txHash?: Hash;
+  /** One readable sentence. */
+  message: string;
+}
+
+export interface LedgerReconciliation {
+  consistent: boolean;
+  mismatches: Mismatch[];
+  /** What was looked at. */
+  checked: {
+    payers: number;
+    settlements: number;
+    confirmedTransfers: number;
+    /** Transfers from payers to the treasury found on chain in the block range. */
+    chainTransfers: number;
+    fromBlock: bigint;
+    toBlock: bigint;
+  };
+}
+
+export interface ReconcileChain {
+  publicClient: PublicClient<Transport, Chain | undefined>;
+  usdc: Address;
+  treasury: Address;
+}
+
+export interface ReconcileOptions {
+  /** First block searched for transfers to the treasury; settlements confirmed before it are not looked up. */
+  fromBlock?: bigint;
+  /** Last block searched; the chain's head when absent. */
+  toBlock?: bigint;
+  /** Blocks per log query (RPC providers cap the range). Default 10,000. */
+  blockRange?: bigint;
+}
+
+const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
+
+interface SettlementRow {
+  id: string;
+  payer: Address;
+  status: SettlementStatusColumn;
+  amount: bigint;
+  recordsTotal: bigint;
+  recordCount: bigint;
+  txHash: Hash | null;
+  blockNumber: bigint | null;
+}
+
+/**
+ * Compares the ledger with the chain: every confirmed settlement against the USDC transfer of its
+ * transaction, every transfer from a known payer to the treasury against the settlements, every
+ * settlement against the records it claims, and each payer's history as a whole. Read-only.
+ */
+export async function reconcileLedger(
+  store: Store,
+  chain: ReconcileChain,
+  options: ReconcileOptions = {},
+): Promise<LedgerReconciliation> {
+  const usdc = getAddress(chain.usdc);
+  const treasury = getAddress(chain.treasury);
+  const fromBlock = options.fromBlock ?? 0n;
+  const toBlock = options.toBlock ?? (await chain.publicClient.getBlockNumber());
+  const mismatches: Mismatch[] = [];
+  const report = (mismatch: Mismatch) => mismatches.push(mismatch);
+
+  const [settlements, claims, credits] = await Promise.all([
+    readSettlements(store),
+    readClaims(store),
+    readCredits(store),
+  ]);
+  const payers = new Set([...credits.keys(), ...settlements.map((s) => s.payer)]);
+
+  checkClaims(settlements, claims, report);
+  checkPayers(settlements, claims, credits, report);
+
+  // Transfers on chain, keyed by transaction and payer (one transaction may pay several payers).
+  const onChain = await transfersToTreasury(chain, usdc, treasury, payers, fromBlock, toBlock, options);
+  const byTransfer = new Map<string, SettlementRow[]>();
+  for (const settlement of settlements) {
+    if (!settlement.txHash) continue;
+    const key = transferKey(settlement.txHash, settlement.payer);
+    byTransfer.set(key, [...(byTransfer.get(key) ?? []), settlement]);
+  }
+
+  let confirmedTransfers = 0;
+  for (const settlement of settlements) {
+    if (settlement.status !== 'confirmed' || settlement.amount === 0n) continue;
+    if (settlement.blockNumber !== null && settlement.blockNumber < fromBlock) continue;
+    confirmedTransfers++;
+    const about = { payer: settlement.payer, settlementId: settlement.id };
+    if (!settlement.txHash) {
+      report({
+        ...about,
+        kind: 'transfer_missing',
+        message: `confirmed settlement ${settlement.id} names no transaction`,
+      });
+      continue;
+    }
+    const key = transferKey(settlement.txHash, settlement.payer);
+    const moved = onChain.get(key) ?? (await transferredIn(chain, usdc, treasury, settlement));
+    if (moved === undefined || moved === 0n) {
+      report({
+        ...about,
+        txHash: settlement.txHash,
+        kind: 'transfer_missing',
+        message: `confirmed settlement ${settlement.id} of ${formatUsdcAtomic(settlement.amount)} USDC: its transaction ${settlement.txHash} ${moved === undefined ? 'is not on chain or reverted' : 'moved no USDC from the payer to the treasury'}`,
+      });
+    } else if (moved !== settlement.amount) {
+      report({
+        ...about,
+        txHash: settlement.txHash,
+        kind: 'amount_differs',
+        message: `confirmed settlement ${settlement.id} records ${formatUsdcAtomic(settlement.amount)} USDC but its transaction ${settlement.txHash} moved ${formatUsdcAtomic(moved)} USDC`,
+      });
+    }
+    const sharing = (byTransfer.get(key) ?? []).filter((other) => other.status === 'confirmed');
+    if (sharing.length > 1 && sharing[0]?.id === settlement.id)
+      report({
+        ...about,
+        txHash: settlement.txHash,
+        kind: 'transaction_reused',
+        message: `transaction ${settlement.txHash} is recorded as the payment of ${sharing.length} confirmed settlements (${sharing.map((s) => s.id).join(', ')})`,
+      });
+  }
+
+  for (const [key, value] of onChain) {
+    const recorded = byTransfer.get(key) ?? [];
+    if (recorded.some((settlement) => settlement.status === 'confirmed')) continue;
+    const [txHash, payer] = key.split(':') as [Hash, Address];
+    const unfinished = recorded[0];
+    report({
+      kind: 'transfer_unrecorded',
+      payer,
+      txHash,
+      settlementId: unfinished?.id,
+      message: unfinished
+        ? `transaction ${txHash} moved ${formatUsdcAtomic(value)} USDC from ${payer} to the treasury, but its settlement ${unfinished.id} is ${unfinished.status}`
+        : `transaction ${txHash} moved ${formatUsdcAtomic(value)} USDC from ${payer} to the treasury, and no settlement records it`,
+    });
+  }
+
+  return {
+    consistent: mismatches.length === 0,
+    mismatches,
+    checked: {
+      payers: payers.size,
+      settlements: settlements.length,
+      confirmedTransfers,
+      chainTransfers: onChain.size,
+      fromBlock,
+      toBlock,
+    },
+  };
+}
+
+/** The report `npm run reconcile` prints. */
+export function formatReconciliation(result: LedgerReconciliation): string {
+  const { checked } = result;
+  const scope = `${checked.payers} payers, ${checked.settlements} settlements (${checked.confirmedTransfers} confirmed transfers checked), ${checked.chainTransfers} transfers to the treasury in blocks ${checked.fromBlock}-${checked.toBlock}`;
+  if (result.consistent) return `The ledger matches the chain: ${scope}.`;
+  const lines = result.mismatches.map((mismatch) => `- [${mismatch.kind}] ${mismatch.message}`);
+  return [
+    `The ledger does not match the chain (${result.mismatches.length} mismatches): ${scope}.`,
+    ...lines,
+  ].join('\n');
+}
+
+function transferKey(txHash: Hash, payer: Address): string {
+  return `${txHash.toLowerCase()}:${getAddress(payer)}`;
+}
+
+async function readSettlements(store: Store): Promise<SettlementRow[]> {
+  const rows = await store.db
+    .selectFrom('settlements')
+    .select([
+      'id',
+      'payer',
+      'status',
+      'amount_atomic',
+      'records_total_pico',
+      'record_count',
+      'tx_hash',
+      'block_number',
+    ])
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute();
+  return rows.map((row) => ({
+    id: row.id,
+    payer: getAddress(row.payer),
+    status: row.status,
+    amount: row.amount_atomic,
+    recordsTotal: row.records_total_pico,
+    recordCount: row.record_count,
+    txHash: row.tx_hash,
+    blockNumber: row.block_number,
+  }));
+}
+
+/** Per claiming settlement: how many records it holds and their total cost. */
+async function readClaims(
+  store: Store,
+): Promise<Map<string, { count: bigint; total: bigint; payers: Set<Address> }>> {
+  const rows = await store.db
+    .selectFrom('usage_records')
+    .select((eb) => [
+      'settlement_id',
+      'payer',
+      eb.fn.countAll().as('count'),
+      ...exactSum('total_pico', 'total'),
+    ])
+    .where('settlement_id', 'is not', null)
+    .groupBy(['settlement_id', 'payer'])
+    .execute();
+  const claims = new Map<string, { count: bigint; total: bigint; payers: Set<Address> }>();
+  for (const row of rows) {
+    const id = row.settlement_id as string;
+    const claim = claims.get(id) ?? { count: 0n, total: 0n, payers: new Set<Address>() };
+    claim.count += BigInt(row.count as number | bigint | string);
+    claim.total += readSum(row, 'total');
+    claim.payers.add(getAddress(row.payer));
+    claims.set(id, claim);
+  }
+  return claims;
+}
+
+async function readCredits(store: Store): Promise<Map<Address, bigint>> {
+  const rows = await store.db.selectFrom('payers').select(['wallet', 'credit_pico']).execute();
+  return new Map(rows.map((row) => [getAddress(row.wallet), row.credit_pico]));
+}
+
+/** Each settlement against the records claiming it; records claimed by nothing that can pay them. */
+function checkClaims(
+  settlements: SettlementRow[],
+  claims: Map<string, { count: bigint; total: bigint; payers: Set<Address> }>,
+  report: (mismatch: Mismatch) => void,
+): void {
+  const known = new Map(settlements.map((settlement) => [settlement.id, settlement]));
+  for (const [id, claim] of claims) {
+    const settlement = known.get(id);
+    if (settlement && settlement.status !== 'failed') continue;
+    report({
+      kind: 'records_stranded',
+      payer: settlement?.payer ?? [...claim.payers][0],
+      settlementId: id,
+      message: settlement
+        ? `${records(claim.count)} (${picoUsd(claim.total)}) claimed by settlement ${id}, which failed: neither paid nor owed`
+        : `${records(claim.count)} (${picoUsd(claim.total)}) claimed by settlement ${id}, which does not exist`,
+    });
+  }
+  for (const settlement of settlements) {
+    if (settlement.status === 'failed') continue;
+    const claim = claims.get(settlement.id) ?? { count: 0n, total: 0n, payers: new Set<Address>() };
+    const foreign = [...claim.payers].filter((payer) => payer !== settlement.payer);
+    if (
+      claim.count === settlement.recordCount &&
+      claim.total === settlement.recordsTotal &&
+      foreign.length === 0
+    )
+      continue;
+    report({
+      kind: 'records_differ',
+      payer: settlement.payer,
+      settlementId: settlement.id,
+      message: `settlement ${settlement.id} (${settlement.status}) pays ${records(settlement.recordCount)} of ${picoUsd(settlement.recordsTotal)}, but ${records(claim.count)} of ${picoUsd(claim.total)} claim it${foreign.length > 0 ? `, some of other payers (${foreign.join(', ')})` : ''}`,
+    });
+  }
+}
+
+/** Over each payer's history: confirmed amounts less the credit left equal the cost of its paid records. */
+function checkPayers(
+  settlements: SettlementRow[],
+  claims: Map<string, { count: bigint; total: bigint }>,
+  credits: Map<Address, bigint>,
+  report: (mismatch: Mismatch) => void,
+): void {
+  const balances = new Map<Address, { paid: bigint; records: bigint }>();
+  for (const settlement of settlements) {
+    if (settlement.status !== 'confirmed') continue;
+    const balance = balances.get(settlement.payer) ?? { paid: 0n, records: 0n };
+    balance.paid += settlement.amount * PICO_PER_ATOMIC;
+    balance.records += claims.get(settlement.id)?.total ?? 0n;
+    balances.set(settlement.payer, balance);
+  }
+  for (const payer of new Set([...balances.keys(), ...credits.keys()])) {
+    const { paid, records } = balances.get(payer) ?? { paid: 0n, records: 0n };
+    const credit = credits.get(payer) ?? 0n;
+    if (paid - credit === records) continue;
+    report({
+      kind: 'payer_unbalanced',
+      payer,
+      message: `payer ${payer}: confirmed settlements paid ${picoUsd(paid)} and ${picoUsd(credit)} is credited back, but its paid records cost ${picoUsd(records)} (off by ${picoUsd(paid - credit - records)})`,
+    });
+  }
+}
+
+/** USDC moved from known payers to the treasury, per transaction and payer, in the block range. */
+async function transfersToTreasury(
+  chain: ReconcileChain,
+  usdc: Address,
+  treasury: Address,
+  payers: Set<Address>,
+  fromBlock: bigint,
+  toBlock: bigint,
+  options: ReconcileOptions,
+): Promise<Map<string, bigint>> {
+  const step = options.blockRange ?? 10_000n;
+  const transfers = new Map<string, bigint>();
+  for (let start = fromBlock; start <= toBlock; start += step) {
+    const end = start + step - 1n < toBlock ? start + step - 1n : toBlock;
+    const logs = await chain.publicClient.getLogs({
+      address: usdc,
+      event: transferEvent,
+      args: { to: treasury },
+      fromBlock: start,
+      toBlock: end,
+    });
+    for (const log of logs) {
+      const from = getAddress(log.args.from as Address);
+      if (!payers.has(from) || log.removed) continue;
+      const key = transferKey(log.transactionHash, from);
+      transfers.set(key, (transfers.get(key) ?? 0n) + (log.args.value ?? 0n));
+    }
+  }
+  return transfers;
+}
+
+/**
+ * USDC the settlement's transaction moved from its payer to the treasury, read from its receipt
+ * (when the log search did not find it: outside the range, or missing); undefined when the
+ * transaction is not on chain or reverted.
+ */
+async function transferredIn(
+  chain: ReconcileChain,
+  usdc: Address,
+  treasury: Address,
+  settlement: SettlementRow,
+): Promise<bigint | undefined> {
+  if (!settlement.txHash) return undefined;
+  let receipt: Awaited<ReturnType<PublicClient['getTransactionReceipt']>>;
+  try {
+    receipt = await chain.publicClient.getTransactionReceipt({ hash: settlement.txHash });
+  } catch (error) {
+    if (error instanceof TransactionReceiptNotFoundError) return undefined;
+    throw error;
+  }
+  if (receipt.status !== 'success') return undefined;
+  return parseEventLogs({ abi: [transferEvent], logs: receipt.logs })
+    .filter(
+      (log) =>
+        getAddress(log.address) === usdc &&
+        getAddress(log.args.from) === settlement.payer &&
+        getAddress(log.args.to) === treasury,
+    )
+    .reduce((sum, log) => sum + log.args.value, 0n);
+}
+
+function records(count: bigint): string {
+  return count === 1n ? '1 record' : `${count} records`;
+}
+
+function picoUsd(amount: bigint): string {
+  return `${formatUsd(amount)} USD`;
+}

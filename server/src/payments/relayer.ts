@@ -1,0 +1,177 @@
+import {
+  type Address,
+  BaseError,
+  type Hash,
+  type Hex,
+  keccak256,
+  type PrivateKeyAccount,
+  type PublicClient,
+  type TransactionReceipt,
+  type WaitForTransactionReceiptParameters,
+} from 'viem';
+import type { Store } from '../store/database.js';
+import { KeyedMutex } from '../store/payer-lock.js';
+
+/** A transaction signed by the relayer, not necessarily broadcast. */
+export interface SignedTransaction {
+  raw: Hex;
+  hash: Hash;
+  nonce: number;
+}
+
+export interface RelayerCall {
+  to: Address;
+  data: Hex;
+  gas: bigint;
+}
+
+/**
+ * Serializes the sends of one sender address. `shared`: other gateway processes send from the same
+ * key under the same lock, so the next nonce is read from the chain (pending) each time it is taken.
+ */
+export interface SendLock {
+  readonly shared: boolean;
+  run<T>(sender: Address, send: () => Promise<T>): Promise<T>;
+}
+
+/**
+ * The gateway's session key as a transaction sender. Every transaction is signed, recorded and
+ * broadcast in nonce order, one at a time (across instances with a shared `SendLock`), so concurrent
+ * settlements never leave a gap that would stall the ones after it nor reuse a nonce.
+ */
+export interface Relayer {
+  readonly address: Address;
+  /**
+   * Signs `call` under the next nonce, hands the signed transaction to `record` (the outbox write)
+   * and only then broadcasts it. When `record` throws, nothing is sent and the nonce is reused.
+   * Throws `BroadcastError` when the node refused or may not have received the transaction.
+   */
+  submit(call: RelayerCall, record: (tx: SignedTransaction) => Promise<void>): Promise<SignedTransaction>;
+  /** Broadcasts an already signed transaction again (recovery). Resolves when the node holds or mined it. */
+  rebroadcast(raw: Hex): Promise<void>;
+  /**
+   * Waits for the receipt of a transaction it sent. When none comes (timeout, node unreachable) the
+   * node may have lost transactions it had accepted (a restart): the nonce counted in process is
+   * forgotten and the next send takes the chain's pending count, since sending after a lost one
+   * would leave a gap that nothing is mined behind. Harmless when it lost nothing.
+   */
+  waitForReceipt(args: WaitForTransactionReceiptParameters): Promise<TransactionReceipt>;
+}
+
+/** A refused nonce means another transaction took it: sign again with the next one, a few times. */
+export const NONCE_ATTEMPTS = 3;
+
+/**
+ * `nonce`: the node refused the transaction's nonce (used or taken by another pending one): it
+ * cannot be mined. `unknown`: the call failed on the way; the node may or may not hold it.
+ */
+export class BroadcastError extends Error {
+  constructor(
+    readonly kind: 'nonce' | 'unknown',
+    readonly hash: Hash,
+    cause: unknown,
+  ) {
+    super(`broadcast of ${hash} failed: ${describeError(cause)}`, { cause });
+    this.name = 'BroadcastError';
+  }
+}
+
+// Node wording differs (geth, reth, anvil): these mean "the pool already holds this very transaction".
+const ALREADY_KNOWN = /already known|known transaction|already imported|transaction already exists/i;
+const NONCE_REFUSED =
+  /nonce too low|nonce has already been used|replacement transaction underpriced|nonce.*too high/i;
+
+export function createRelayer(
+  client: PublicClient,
+  account: PrivateKeyAccount,
+  chainId: number,
+  lock: SendLock = processSendLock(),
+): Relayer {
+  // What this process sent last: with a shared lock, a floor under a node that lags behind.
+  let nextNonce: number | undefined;
+  const pendingCount = () => client.getTransactionCount({ address: account.address, blockTag: 'pending' });
+
+  const broadcast = async (raw: Hex): Promise<'sent' | 'known'> => {
+    const hash = keccak256(raw);
+    try {
+      await client.sendRawTransaction({ serializedTransaction: raw });
+      return 'sent';
+    } catch (error) {
+      const message = describeError(error);
+      if (ALREADY_KNOWN.test(message)) return 'known';
+      throw new BroadcastError(NONCE_REFUSED.test(message) ? 'nonce' : 'unknown', hash, error);
+    }
+  };
+
+  return {
+    address: account.address,
+
+    async submit(call, record) {
+      const fees = await client.estimateFeesPerGas();
+      return lock.run(account.address, async () => {
+        const nonce = lock.shared
+          ? Math.max(nextNonce ?? 0, await pendingCount())
+          : (nextNonce ?? (await pendingCount()));
+        const raw = await account.signTransaction({
+          type: 'eip1559',
+          chainId,
+          nonce,
+          to: call.to,
+          data: call.data,
+          gas: call.gas,
+          maxFeePerGas: fees.maxFeePerGas,
+          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        });
+        const signed = { raw, hash: keccak256(raw), nonce };
+        await record(signed);
+        try {
+          await broadcast(raw);
+          nextNonce = nonce + 1;
+        } catch (error) {
+          // Whatever the node holds now, its pending count says where the next nonce is.
+          nextNonce = undefined;
+          throw error;
+        }
+        return signed;
+      });
+    },
+
+    async waitForReceipt(args) {
+      try {
+        return await client.waitForTransactionReceipt(args);
+      } catch (error) {
+        nextNonce = undefined;
+        throw error;
+      }
+    },
+
+    async rebroadcast(raw) {
+      await lock.run(account.address, async () => {
+        try {
+          await broadcast(raw);
+        } finally {
+          nextNonce = undefined;
+        }
+      });
+    },
+  };
+}
+
+/** One gateway process sends from the key: nonces are counted here. */
+export function processSendLock(): SendLock {
+  const mutex = new KeyedMutex();
+  return { shared: false, run: (sender, send) => mutex.run(sender, send) };
+}
+
+/** Sends serialized through the ledger's store: across every gateway instance on PostgreSQL. */
+export function storeSendLock(store: Pick<Store, 'dialect' | 'withLock'>): SendLock {
+  return {
+    shared: store.dialect === 'postgres',
+    run: (sender, send) => store.withLock(`paygate:sender:${sender}`, send),
+  };
+}
+
+function describeError(error: unknown): string {
+  if (error instanceof BaseError) return error.details || error.shortMessage;
+  return error instanceof Error ? error.message : String(error);
+}

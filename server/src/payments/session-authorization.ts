@@ -1,0 +1,124 @@
+import { randomUUID } from 'node:crypto';
+import { contracts, type Delegation } from '@metamask/smart-accounts-kit';
+import { hashDelegation } from '@metamask/smart-accounts-kit/utils';
+import type { Address, Hex } from 'viem';
+import type { SessionLimits } from '../client/types.js';
+import { ApiError, validationError } from '../http/errors.js';
+import type { Store } from '../store/database.js';
+import { insertSession } from '../store/sessions.js';
+import { type ChainClient, chainErrorReason } from './chain-client.js';
+import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
+import {
+  delegationDomain,
+  isTrustedFactory,
+  redeemableSignature,
+  verifyDelegationSignature,
+} from './delegation-signature.js';
+import { findSessionByDelegationHash } from './session-records.js';
+
+export interface SessionRequest {
+  chainId: number;
+  delegation: Omit<Delegation, 'signature'>;
+  /** The delegation's EIP-712 signature by the delegator (raw, or ERC-6492-wrapped). */
+  signature: Hex;
+}
+
+export interface AuthorizedSession {
+  sessionId: string;
+  wallet: Address;
+  expiresAt: Date;
+  limits: SessionLimits;
+}
+
+export interface SessionAuthorizer {
+  readonly policy: SessionPolicy;
+  /** Verifies and stores a session; ApiError 400 (policy, replay), 401 (signature) or 503 (chain). */
+  authorize(request: SessionRequest, now?: Date): Promise<AuthorizedSession>;
+}
+
+const REPLAYED = 'was already used to authorize a session; sign a new delegation with a fresh salt';
+
+export function createSessionAuthorizer(
+  store: Store,
+  chain: ChainClient,
+  policy: SessionPolicy,
+): SessionAuthorizer {
+  const domain = delegationDomain(chain.chainId, chain.environment.DelegationManager);
+  const client = chain.publicClient;
+
+  return {
+    policy,
+    async authorize({ chainId, delegation, signature }, now = new Date()) {
+      if (chainId !== policy.chainId)
+        throw validationError(
+          'chainId',
+          `must be ${policy.chainId}: this gateway settles on eip155:${policy.chainId}`,
+        );
+      const accepted = checkDelegation(policy, delegation, now);
+      const delegator = accepted.delegation.delegator;
+      const { deployment } = redeemableSignature(signature);
+      if (deployment && !isTrustedFactory(deployment, chain.environment.SimpleFactory))
+        throw validationError(
+          'x-authorization-signature',
+          `must deploy the account through the Delegation Framework's SimpleFactory ${chain.environment.SimpleFactory}`,
+        );
+      const delegationHash = hashDelegation({ ...accepted.delegation, signature: '0x' });
+
+      const [code, valid, disabled] = await onChain(() =>
+        Promise.all([
+          client.getCode({ address: delegator }),
+          verifyDelegationSignature(client, domain, accepted.delegation, signature),
+          contracts.DelegationManager.read.disabledDelegations({
+            client,
+            contractAddress: chain.environment.DelegationManager,
+            delegationHash,
+          }),
+        ]),
+      );
+      if (!code && !deployment)
+        throw validationError(
+          'delegation.delegator',
+          'is not a deployed smart account: deploy it, or sign with ERC-6492 (as an undeployed MetaMask smart account does) so the gateway deploys it before the first settlement',
+        );
+      if (!valid)
+        throw new ApiError(
+          401,
+          'unauthorized',
+          "x-authorization-signature is not the delegator's signature of this delegation",
+        );
+      if (disabled) throw validationError('delegation', 'is disabled in the DelegationManager');
+      if (await findSessionByDelegationHash(store, delegationHash))
+        throw validationError('delegation.salt', `the delegation ${REPLAYED}`);
+
+      const sessionId = randomUUID();
+      try {
+        await insertSession(store, {
+          id: sessionId,
+          wallet: delegator,
+          delegation: JSON.stringify(accepted.delegation),
+          delegationHash,
+          signature,
+          limits: JSON.stringify(accepted.limits),
+          expiresAt: accepted.expiresAt,
+          createdAt: now,
+        });
+      } catch (error) {
+        // Two requests with one delegation at once: the unique hash lets one through.
+        if (await findSessionByDelegationHash(store, delegationHash))
+          throw validationError('delegation.salt', `the delegation ${REPLAYED}`);
+        throw error;
+      }
+      return { sessionId, wallet: delegator, expiresAt: accepted.expiresAt, limits: accepted.limits };
+    },
+  };
+}
+
+async function onChain<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (error) {
+    throw new ApiError(503, 'payments_unavailable', 'the chain cannot be read right now; try again shortly', {
+      details: { reason: chainErrorReason(error) },
+    });
+  }
+}

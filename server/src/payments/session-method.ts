@@ -1,0 +1,104 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Caller } from '../auth/jwt.js';
+import { formatUsdcAtomic } from '../billing/money.js';
+import { mayOwe } from '../billing/settlements.js';
+import { ApiError } from '../http/errors.js';
+import type { AdmissionRequest } from '../services/chat-contracts.js';
+import type { PaymentMethod } from './gate.js';
+import type { OutboxDeps } from './outbox/reconcile.js';
+import { findSession } from './session-records.js';
+import { type SettledDebt, settleSessionDebt } from './session-settlement.js';
+import { SettlementRefusedError, SettlementUnavailableError } from './settlement-errors.js';
+
+/** The response headers naming the settlement a request triggered (absent when nothing was owed). */
+export const SETTLEMENT_HEADERS = {
+  txHash: 'x-settlement-tx',
+  /** USDC atomic units. */
+  amount: 'x-settlement-amount',
+  id: 'x-settlement-id',
+} as const;
+
+export interface SessionMethodOptions extends OutboxDeps {
+  /** Verifies `Authorization: Bearer <jwt>` and its session (auth/jwt `authenticateAuthorization`). */
+  authenticate(authorization: string | undefined): Promise<Caller | null>;
+  /** The operator's token is a bearer token too, but it pays for nothing. */
+  adminToken?: string;
+  /** A 402 carrying x402 requirements for what the payer owes (the x402 rail), when that rail is on. */
+  demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
+}
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+const RETRY_AFTER_SECONDS = '2';
+
+/** The session-key rail: a session's access token names the payer, its delegation pays the debt. */
+export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMethod {
+  return {
+    rail: 'session',
+
+    recognizes(headers: IncomingHttpHeaders) {
+      const token = BEARER.exec(headers.authorization ?? '')?.[1];
+      return token !== undefined && token !== options.adminToken;
+    },
+
+    async identify(request: AdmissionRequest) {
+      const caller = await options.authenticate(request.headers.authorization);
+      if (caller?.kind !== 'wallet')
+        throw new ApiError(
+          401,
+          'unauthorized',
+          'chat requests need a session access token (POST /v1/authorize)',
+          {
+            headers: { 'www-authenticate': 'Bearer' },
+          },
+        );
+      return {
+        payer: caller.wallet,
+        owesNothing: async () => !(await mayOwe(options.store, caller.wallet)),
+        async settleDebt() {
+          // Read only when something may be owed: `authenticate` found the session active already,
+          // and sessions are never deleted, so a request owing nothing needs no second lookup.
+          const session = await findSession(options.store, caller.sessionId);
+          if (!session)
+            throw new ApiError(401, 'unauthorized', 'the session of this access token does not exist');
+          try {
+            const settled = await settleSessionDebt(options, session);
+            return settled ? settlementHeaders(settled) : {};
+          } catch (error) {
+            if (error instanceof SettlementRefusedError) throw await refusal(options, request, error);
+            if (error instanceof SettlementUnavailableError)
+              throw new ApiError(503, 'payments_unavailable', error.message, {
+                headers: { 'retry-after': RETRY_AFTER_SECONDS },
+              });
+            throw error;
+          }
+        },
+      };
+    },
+  };
+}
+
+export function settlementHeaders(settled: SettledDebt): Record<string, string> {
+  return {
+    [SETTLEMENT_HEADERS.txHash]: settled.txHash,
+    [SETTLEMENT_HEADERS.amount]: settled.amountAtomic.toString(),
+    [SETTLEMENT_HEADERS.id]: settled.settlementId,
+  };
+}
+
+/** 402: the request is not forwarded; the payer may pay by x402 proof instead, or fix its session. */
+async function refusal(
+  options: SessionMethodOptions,
+  request: AdmissionRequest,
+  refused: SettlementRefusedError,
+): Promise<ApiError> {
+  const message = `settling the ${formatUsdcAtomic(refused.owedAtomic)} USDC owed failed: ${refused.message}`;
+  const details = {
+    reason: refused.reason,
+    ...(refused.revert !== undefined && { revert: refused.revert }),
+    owedAtomic: refused.owedAtomic.toString(),
+  };
+  const x402 = await options
+    .demandPayment?.({ url: request.url, reason: message, amountAtomic: refused.owedAtomic })
+    .catch(() => undefined);
+  return new ApiError(402, 'payment_required', message, { ...x402?.options, details });
+}

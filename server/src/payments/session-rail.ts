@@ -1,0 +1,88 @@
+import type { Caller } from '../auth/jwt.js';
+import type { Settlement } from '../billing/settlements.js';
+import type { SessionTerms } from '../client/types.js';
+import type { GatewayConfig } from '../config.js';
+import type { ApiError } from '../http/errors.js';
+import type { Store } from '../store/database.js';
+import type { ChainClient } from './chain-client.js';
+import { type Collector, type CollectorOptions, createCollector } from './collector.js';
+import type { SessionPolicy } from './delegation-policy.js';
+import type { PaymentMethod } from './gate.js';
+import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile.js';
+import { createSessionAuthorizer, type SessionAuthorizer } from './session-authorization.js';
+import { sessionPaymentMethod } from './session-method.js';
+import { sessionTerms } from './session-terms.js';
+
+export interface SessionRailOptions {
+  config: GatewayConfig;
+  store: Store;
+  chain: ChainClient;
+  /** Verifies a bearer header: auth/jwt `authenticateAuthorization` with the app's JWT. */
+  authenticate(authorization: string | undefined): Promise<Caller | null>;
+  /** The x402 rail's 402 for a payer whose session cannot pay, when that rail is on. */
+  demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
+  log: CollectorOptions['log'];
+  /** Where each settlement's outcome and time are counted (/metrics). */
+  metrics?: OutboxDeps['metrics'];
+}
+
+/** The session-key rail, assembled: authorization, the gate's payment method, recovery and the collector. */
+export interface SessionRail {
+  policy: SessionPolicy;
+  authorizer: SessionAuthorizer;
+  method: PaymentMethod;
+  collector: Collector;
+  terms(): Promise<SessionTerms>;
+  /** The terms if the chain was reached already (a read starts otherwise): never waits on the RPC. */
+  knownTerms(): SessionTerms | undefined;
+  /** Start-up: finishes every settlement a previous run left pending or sent. */
+  recover(): Promise<Settlement[]>;
+}
+
+export function createSessionRail(options: SessionRailOptions): SessionRail {
+  const { config, store, chain } = options;
+  const policy: SessionPolicy = {
+    chainId: chain.chainId,
+    sessionKey: chain.relayer.address,
+    usdc: chain.usdc,
+    treasury: chain.treasury,
+    environment: chain.environment,
+    maxLifetimeSeconds: config.limits.sessionMaxLifetimeSeconds,
+    minCapAtomic: config.limits.sessionMinCapAtomic,
+  };
+  const outbox: OutboxDeps = {
+    store,
+    chain,
+    receiptTimeoutMs: config.limits.settlementTimeoutMs,
+    metrics: options.metrics,
+  };
+  let known: SessionTerms | undefined;
+  const terms = async () => {
+    known ??= await sessionTerms(chain, policy);
+    return known;
+  };
+  return {
+    policy,
+    authorizer: createSessionAuthorizer(store, chain, policy),
+    method: sessionPaymentMethod({
+      ...outbox,
+      authenticate: options.authenticate,
+      adminToken: config.adminToken,
+      demandPayment: options.demandPayment,
+    }),
+    collector: createCollector({
+      ...outbox,
+      withPayerLock: store.withPayerLock,
+      leadership: store.leadership('collector'),
+      idleMs: config.limits.collectorIdleMs,
+      intervalMs: config.limits.collectorIntervalMs,
+      log: options.log,
+    }),
+    terms,
+    knownTerms() {
+      if (!known) terms().catch(() => undefined);
+      return known;
+    },
+    recover: () => finishUnfinishedSettlements(outbox, store.withPayerLock),
+  };
+}

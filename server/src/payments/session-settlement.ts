@@ -1,0 +1,234 @@
+import { contracts, createExecution, ExecutionMode } from '@metamask/smart-accounts-kit';
+import { type Address, encodeFunctionData, erc20Abi, type Hash, type Hex } from 'viem';
+import {
+  failSettlement,
+  markSettlementSent,
+  openSettlement,
+  type Settlement,
+  SettlementInProgressError,
+} from '../billing/settlements.js';
+import type { SettlementOutcome } from '../observability/index.js';
+import type { Store } from '../store/database.js';
+import { type ChainClient, chainErrorReason } from './chain-client.js';
+import { type PendingDeployment, redeemableSignature } from './delegation-signature.js';
+import {
+  awaitReceipt,
+  OUTBOX_FAILURES,
+  type OutboxDeps,
+  reconcileSettlement,
+  settleFromReceipt,
+} from './outbox/reconcile.js';
+import { BroadcastError, NONCE_ATTEMPTS, type SignedTransaction } from './relayer.js';
+import type { SessionRecord } from './session-records.js';
+import {
+  refusalFromRevert,
+  SettlementRefusedError,
+  SettlementUnavailableError,
+} from './settlement-errors.js';
+
+/** A confirmed payment of a payer's debt. */
+export interface SettledDebt {
+  settlementId: string;
+  txHash: Hash;
+  amountAtomic: bigint;
+  blockNumber: bigint;
+}
+
+// Gas use varies a little with state (first transfer of a period, cold storage): a margin over the estimate.
+const GAS_MARGIN_PERCENT = 120n;
+
+/**
+ * The ordering rule's payment: everything the session's payer owes for completed requests is
+ * transferred from its smart account to the treasury by redeeming the session's delegation, and
+ * confirmed on chain. Call it under the payer's lock. Resolves with the payment, or null when
+ * nothing was owed; throws SettlementRefusedError (the payer's side: cap, expiry, balance,
+ * revocation) or SettlementUnavailableError (the gateway's side; the outbox finishes it later).
+ */
+export async function settleSessionDebt(
+  deps: OutboxDeps,
+  session: SessionRecord,
+): Promise<SettledDebt | null> {
+  for (let attempt = 1; ; attempt++) {
+    const settlement = await openAfterUnfinished(deps, session.wallet);
+    if (!settlement) return null;
+    const seconds = () => (Date.now() - settlement.createdAt.getTime()) / 1000;
+    try {
+      const settled = await pay(deps, session, settlement);
+      deps.metrics?.settled('session', 'confirmed', seconds());
+      return settled;
+    } catch (error) {
+      if (error instanceof BroadcastError && error.kind === 'nonce' && attempt < NONCE_ATTEMPTS) continue;
+      const failure = error instanceof BroadcastError ? unavailable(error) : error;
+      deps.metrics?.settled('session', settlementOutcome(failure), seconds());
+      throw failure;
+    }
+  }
+}
+
+/** Opens the payer's next settlement, first finishing one a crash or a timeout left unfinished. */
+async function openAfterUnfinished(deps: OutboxDeps, payer: Address): Promise<Settlement | null> {
+  try {
+    return await openSettlement(deps.store, payer, 'session');
+  } catch (error) {
+    if (!(error instanceof SettlementInProgressError)) throw error;
+    const unfinished = error.settlement;
+    if (unfinished.rail !== 'session')
+      throw new SettlementUnavailableError(
+        `an ${unfinished.rail} payment of this payer is being settled; retry shortly`,
+      );
+    const finished = await reconcileSettlement(deps, unfinished.id);
+    if (finished.status === 'sent')
+      throw new SettlementUnavailableError(
+        `the previous settlement ${finished.txHash} of this payer is not confirmed yet; retry shortly`,
+      );
+    return openSettlement(deps.store, payer, 'session');
+  }
+}
+
+async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlement): Promise<SettledDebt> {
+  const { store, chain } = deps;
+  const owed = settlement.amountAtomic;
+  const redeemable = redeemableSignature(session.signature);
+  const call = settlementCall(chain, session, owed);
+
+  let sent: SignedTransaction;
+  try {
+    if (redeemable.deployment) await ensureDeployed(deps, session.wallet, redeemable.deployment, owed);
+    const gas = await simulate(deps, call.to, call.data, owed);
+    sent = await chain.relayer.submit({ ...call, gas }, (tx) =>
+      recordSettlementTransaction(store, settlement.id, tx),
+    );
+  } catch (error) {
+    // Sent or not, a broadcast that failed on the way stays `sent`: the outbox decides from the chain.
+    if (error instanceof BroadcastError && error.kind === 'unknown') throw error;
+    const reason =
+      error instanceof BroadcastError
+        ? OUTBOX_FAILURES.refused
+        : error instanceof Error
+          ? error.message
+          : String(error);
+    await failSettlement(store, settlement.id, reason);
+    throw error;
+  }
+
+  const receipt = await awaitReceipt(deps, sent.hash).catch((error: unknown) => {
+    throw new SettlementUnavailableError(
+      `settlement ${sent.hash} was sent but its receipt cannot be read (${chainErrorReason(error)}); retry shortly`,
+    );
+  });
+  if (receipt === 'in-flight')
+    throw new SettlementUnavailableError(`settlement ${sent.hash} is not confirmed yet; retry shortly`);
+  if (receipt === null) {
+    await failSettlement(store, settlement.id, OUTBOX_FAILURES.replaced);
+    throw new SettlementUnavailableError(`settlement ${sent.hash} was dropped; retry`);
+  }
+  const final = await settleFromReceipt(store, settlement.id, receipt);
+  if (final.status !== 'confirmed') throw new SettlementRefusedError('reverted', undefined, owed);
+  return {
+    settlementId: settlement.id,
+    txHash: sent.hash,
+    amountAtomic: owed,
+    blockNumber: receipt.blockNumber,
+  };
+}
+
+/**
+ * The DelegationManager call that transfers `amountAtomic` USDC from the session's smart account to
+ * the treasury: one delegation, one execution, in the single default mode.
+ */
+export function settlementCall(
+  chain: Pick<ChainClient, 'usdc' | 'treasury' | 'environment'>,
+  session: Pick<SessionRecord, 'delegation' | 'signature'>,
+  amountAtomic: bigint,
+): { to: Address; data: Hex } {
+  const transfer = encodeFunctionData({
+    abi: erc20Abi,
+    functionName: 'transfer',
+    args: [chain.treasury, amountAtomic],
+  });
+  return {
+    to: chain.environment.DelegationManager,
+    data: contracts.DelegationManager.encode.redeemDelegations({
+      delegations: [[{ ...session.delegation, signature: redeemableSignature(session.signature).signature }]],
+      modes: [ExecutionMode.SingleDefault],
+      executions: [[createExecution({ target: chain.usdc, callData: transfer })]],
+    }),
+  };
+}
+
+/** The outbox write before a broadcast: the signed transaction and its hash, the settlement `sent`. */
+export async function recordSettlementTransaction(store: Store, settlementId: string, tx: SignedTransaction) {
+  await store.db
+    .updateTable('settlements')
+    .set({ tx_raw: tx.raw })
+    .where('id', '=', settlementId)
+    .where('status', '=', 'pending')
+    .execute();
+  await markSettlementSent(store, settlementId, tx.hash);
+}
+
+/** Simulates the call from the relayer; resolves with the gas to send it with. */
+async function simulate(deps: OutboxDeps, to: Address, data: Hex, owed: bigint): Promise<bigint> {
+  try {
+    const gas = await deps.chain.publicClient.estimateGas({ account: deps.chain.relayer.address, to, data });
+    return (gas * GAS_MARGIN_PERCENT) / 100n;
+  } catch (error) {
+    throw refusalFromRevert(error, owed) ?? unavailable(error);
+  }
+}
+
+/**
+ * An account authorized with an ERC-6492 signature is deployed by the gateway, through the
+ * framework's factory, before its first settlement: the DelegationManager only verifies deployed accounts.
+ */
+async function ensureDeployed(
+  deps: OutboxDeps,
+  account: Address,
+  deployment: PendingDeployment,
+  owed: bigint,
+): Promise<void> {
+  const { chain } = deps;
+  if (await chain.publicClient.getCode({ address: account })) return;
+  let gas: bigint;
+  try {
+    gas = await chain.publicClient.estimateGas({
+      account: chain.relayer.address,
+      to: deployment.factory,
+      data: deployment.factoryData,
+    });
+  } catch (error) {
+    if (refusalFromRevert(error, owed))
+      throw new SettlementRefusedError('account_not_deployed', undefined, owed);
+    throw unavailable(error);
+  }
+  // Nothing to record first: deploying twice is impossible, and a lost deployment is simply redone.
+  const sent = await chain.relayer
+    .submit(
+      { to: deployment.factory, data: deployment.factoryData, gas: (gas * GAS_MARGIN_PERCENT) / 100n },
+      async () => {},
+    )
+    .catch((error: unknown) => {
+      throw unavailable(error);
+    });
+  const receipt = await awaitReceipt(deps, sent.hash).catch((error: unknown) => {
+    throw unavailable(error);
+  });
+  if (receipt === 'in-flight' || receipt === null)
+    throw new SettlementUnavailableError(`the deployment of ${account} is not confirmed yet; retry shortly`);
+  if (receipt.status !== 'success') throw new SettlementRefusedError('account_not_deployed', undefined, owed);
+}
+
+function settlementOutcome(error: unknown): SettlementOutcome {
+  if (error instanceof SettlementRefusedError) return 'refused';
+  return error instanceof SettlementUnavailableError ? 'unavailable' : 'failed';
+}
+
+function unavailable(error: unknown): SettlementUnavailableError {
+  if (error instanceof SettlementUnavailableError) return error;
+  return new SettlementUnavailableError(
+    `the chain cannot settle right now (${chainErrorReason(error)}); retry shortly`,
+    {
+      cause: error,
+    },
+  );
+}

@@ -1,0 +1,86 @@
+import { decodeRevertReason } from '@metamask/smart-accounts-kit/utils';
+import { BaseError, decodeErrorResult, type Hex, isHex, parseAbi } from 'viem';
+
+/** Why the chain refuses a settlement: the payer's side, so the answer is 402. */
+export type RefusalReason =
+  | 'cap_reached'
+  | 'expired'
+  | 'revoked'
+  | 'insufficient_balance'
+  | 'invalid_delegation'
+  | 'account_not_deployed'
+  | 'reverted';
+
+const EXPLANATIONS: Record<RefusalReason, string> = {
+  cap_reached: "the session's spending cap is used up; authorize a new session with a higher cap",
+  expired: "the session's delegation has expired on chain; authorize a new session",
+  revoked: 'the delegation is disabled in the DelegationManager; authorize a new session',
+  insufficient_balance: 'the smart account holds less USDC than it owes; fund it and retry',
+  invalid_delegation: 'the delegation cannot be redeemed by the gateway; authorize a new session',
+  account_not_deployed: 'the smart account could not be deployed; deploy it and retry',
+  reverted: 'the settlement transaction reverted on chain',
+};
+
+/** The chain will not move the payer's USDC: settlement is refused and the request must not be forwarded. */
+export class SettlementRefusedError extends Error {
+  constructor(
+    readonly reason: RefusalReason,
+    /** What the chain said (revert reason), when known. */
+    readonly revert: string | undefined,
+    readonly owedAtomic: bigint,
+  ) {
+    super(revert ? `${EXPLANATIONS[reason]} (${revert})` : EXPLANATIONS[reason]);
+    this.name = 'SettlementRefusedError';
+  }
+}
+
+/** The gateway's side failed (RPC down, transaction still in flight): retry later, nothing is lost. */
+export class SettlementUnavailableError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'SettlementUnavailableError';
+  }
+}
+
+// OpenZeppelin's token errors (the test USDC; USDC itself reverts with strings).
+const tokenErrors = parseAbi([
+  'error ERC20InsufficientBalance(address sender, uint256 balance, uint256 needed)',
+  'error ERC20InvalidReceiver(address receiver)',
+]);
+
+const BY_REVERT: Array<[RegExp, RefusalReason]> = [
+  [/allowance-exceeded|transfer-amount-exceeded/, 'cap_reached'],
+  [/expired-delegation|early-delegation/, 'expired'],
+  [/CannotUseADisabledDelegation/, 'revoked'],
+  [/ERC20InsufficientBalance|transfer amount exceeds balance/, 'insufficient_balance'],
+  [
+    /InvalidDelegate|InvalidDelegator|InvalidAuthority|InvalidSignature|InvalidERC1271Signature|ECDSA|unauthorized-redeemer/,
+    'invalid_delegation',
+  ],
+];
+
+/** A refusal when `error` is a revert (of a simulation or a call), undefined when it is anything else. */
+export function refusalFromRevert(error: unknown, owedAtomic: bigint): SettlementRefusedError | undefined {
+  if (!(error instanceof BaseError)) return undefined;
+  const data = revertData(error);
+  const decoded = decodeRevertReason(error)?.message ?? (data && decodeTokenError(data));
+  const reverted = decoded !== undefined || data !== undefined || /revert/i.test(error.shortMessage);
+  if (!reverted) return undefined;
+  const revert = decoded ?? error.shortMessage;
+  const reason = BY_REVERT.find(([pattern]) => pattern.test(revert))?.[1] ?? 'reverted';
+  return new SettlementRefusedError(reason, revert, owedAtomic);
+}
+
+function revertData(error: BaseError): Hex | undefined {
+  const carrier = error.walk((cause) => isHex((cause as { data?: unknown }).data)) as { data?: Hex } | null;
+  return carrier?.data;
+}
+
+function decodeTokenError(data: Hex): string | undefined {
+  try {
+    const { errorName, args } = decodeErrorResult({ abi: tokenErrors, data });
+    return `${errorName}(${(args ?? []).join(', ')})`;
+  } catch {
+    return undefined;
+  }
+}

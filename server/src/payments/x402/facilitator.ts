@@ -1,0 +1,142 @@
+import { x402Facilitator } from '@x402/core/facilitator';
+import { HTTPFacilitatorClient } from '@x402/core/http';
+import {
+  type PaymentPayload,
+  type PaymentRequirements,
+  SettleError,
+  type SettleResponse,
+  VerifyError,
+  type VerifyResponse,
+} from '@x402/core/types';
+import { toFacilitatorEvmSigner } from '@x402/evm';
+import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
+import { type Abi, type Address, concat, encodeFunctionData, type Hash, type Hex } from 'viem';
+import type { ChainClient } from '../chain-client.js';
+import { BroadcastError, NONCE_ATTEMPTS } from '../relayer.js';
+
+/**
+ * Verifies and settles x402 proofs: in process with the gateway's relayer, or a remote facilitator.
+ * Failures the facilitator reports are results (`isValid`/`success` false); a thrown error means
+ * the outcome is unknown (the facilitator could not be reached, or did not answer in time).
+ */
+export interface PaymentFacilitator {
+  verify(payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse>;
+  /**
+   * Settles on chain and waits for the receipt. `onSubmitted` learns the transaction's hash as soon
+   * as it is known: with the signed transaction before broadcast in process (again when its nonce
+   * was refused and it is signed anew), with the result for a remote facilitator.
+   */
+  settle(
+    payload: PaymentPayload,
+    requirements: PaymentRequirements,
+    onSubmitted: SubmittedListener,
+  ): Promise<SettleResponse>;
+}
+
+export type SubmittedListener = (txHash: Hash, raw?: Hex) => Promise<void>;
+
+export interface InProcessFacilitatorOptions {
+  /** How long a settlement waits for its receipt before it is reported pending. */
+  confirmationTimeoutMs?: number;
+}
+
+// Gas estimates of transferWithAuthorization can fall short when an ERC-1271 account's check
+// costs more at execution than at estimation (cold storage); a margin keeps it from reverting.
+const GAS_MARGIN_PERCENT = 120n;
+
+/**
+ * x402's facilitator (`x402Facilitator` with the `exact` EVM scheme) running in the gateway, sending
+ * through the gateway's relayer: the session rail sends from the same key, and only the relayer
+ * knows which nonce comes next.
+ */
+export function inProcessFacilitator(
+  chain: ChainClient,
+  options: InProcessFacilitatorOptions = {},
+): PaymentFacilitator {
+  const facilitatorFor = (onSubmitted?: SubmittedListener) =>
+    new x402Facilitator().register(
+      chain.network,
+      new ExactEvmScheme(relayerSigner(chain, onSubmitted, options.confirmationTimeoutMs)),
+    );
+  const verifier = facilitatorFor();
+  return {
+    verify: (payload, requirements) => verifier.verify(payload, requirements),
+    // One facilitator per settlement, so its signer reports this settlement's transaction.
+    settle: (payload, requirements, onSubmitted) => facilitatorFor(onSubmitted).settle(payload, requirements),
+  };
+}
+
+/** A remote x402 facilitator (`FACILITATOR_URL`): POST /verify, POST /settle. */
+export function remoteFacilitator(url: string, timeoutMs = 90_000): PaymentFacilitator {
+  const client = new HTTPFacilitatorClient({ url, timeoutMs });
+  return {
+    async verify(payload, requirements) {
+      try {
+        return await client.verify(payload, requirements);
+      } catch (error) {
+        if (error instanceof VerifyError)
+          return { isValid: false, invalidReason: error.invalidReason, invalidMessage: error.invalidMessage };
+        throw error;
+      }
+    },
+    async settle(payload, requirements, onSubmitted) {
+      let result: SettleResponse;
+      try {
+        result = await client.settle(payload, requirements);
+      } catch (error) {
+        if (!(error instanceof SettleError)) throw error;
+        result = {
+          success: false,
+          errorReason: error.errorReason,
+          errorMessage: error.errorMessage,
+          payer: error.payer,
+          transaction: error.transaction,
+          network: error.network,
+        };
+      }
+      if (result.transaction) await onSubmitted(result.transaction as Hash);
+      return result;
+    },
+  };
+}
+
+function relayerSigner(
+  chain: ChainClient,
+  onSubmitted: SubmittedListener | undefined,
+  confirmationTimeoutMs: number | undefined,
+) {
+  const client = chain.publicClient;
+  const send = async (to: Address, data: Hex): Promise<Hash> => {
+    if (!onSubmitted) throw new Error('this facilitator only verifies');
+    const estimate = await client.estimateGas({ account: chain.relayer.address, to, data });
+    const call = { to, data, gas: (estimate * GAS_MARGIN_PERCENT) / 100n };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await chain.relayer.submit(call, (tx) => onSubmitted(tx.hash, tx.raw))).hash;
+      } catch (error) {
+        // Its nonce was taken: never mined, so the same authorization is signed under the next one.
+        if (!(error instanceof BroadcastError && error.kind === 'nonce' && attempt < NONCE_ATTEMPTS))
+          throw error;
+      }
+    }
+  };
+  return toFacilitatorEvmSigner(
+    {
+      address: chain.relayer.address,
+      readContract: (args) => client.readContract(args as Parameters<typeof client.readContract>[0]),
+      verifyTypedData: (args) => client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0]),
+      getCode: (args) => client.getCode(args),
+      waitForTransactionReceipt: (args) => chain.relayer.waitForReceipt(args),
+      writeContract: (args) =>
+        send(
+          args.address,
+          concat([
+            encodeFunctionData({ abi: args.abi as Abi, functionName: args.functionName, args: args.args }),
+            args.dataSuffix ?? '0x',
+          ]),
+        ),
+      sendTransaction: (args) => send(args.to, args.data),
+    },
+    confirmationTimeoutMs === undefined ? {} : { confirmationTimeoutMs },
+  );
+}

@@ -1,0 +1,312 @@
+import type { SettleResponse, VerifyResponse } from '@x402/core/types';
+import type { Address, Hash } from 'viem';
+import { debtOf } from '../../billing/ledger.js';
+import {
+  confirmSettlement,
+  failSettlement,
+  findSettlement,
+  markSettlementSent,
+  openSettlement,
+  type Settlement,
+  SettlementInProgressError,
+  settlementsOf,
+} from '../../billing/settlements.js';
+import { servedPath } from '../../http/envelope.js';
+import { ApiError } from '../../http/errors.js';
+import type { SettlementMetrics, SettlementOutcome } from '../../observability/index.js';
+import type { AdmissionRequest } from '../../services/chat-contracts.js';
+import type { Store } from '../../store/database.js';
+import type { ChainClient } from '../chain-client.js';
+import type { IdentifiedPayer, PaymentMethod } from '../gate.js';
+import type { OutboxDeps } from '../outbox/reconcile.js';
+import { isAuthorizationSeen, markAuthorizationUsed, recordAuthorization } from './authorizations.js';
+import type { PaymentFacilitator } from './facilitator.js';
+import { carriesProof, facilitatorInput, type PaymentProof, proofMismatch, readProof } from './proof.js';
+import { finishUnfinishedX402Settlements, reconcileX402Settlement } from './reconcile.js';
+import { type PaymentDemand, paymentRequiredError, settlementHeaders, type X402Terms } from './terms.js';
+
+/** The response header stating, in USDC atomic units, what the payer's next proof must carry. */
+export const OWED_HEADER = 'x-payment-owed';
+
+export interface X402RailOptions {
+  store: Store;
+  chain: ChainClient;
+  facilitator: PaymentFacilitator;
+  /** Longest wait for a receipt while a settlement left unfinished is finished (SETTLEMENT_TIMEOUT_MS). */
+  receiptTimeoutMs: number;
+  /** How long a signed proof stays valid (default 120 s). */
+  maxTimeoutSeconds?: number;
+  /** Where a facilitator that fails without an answer is reported (the client gets a 503). */
+  log?: { error(details: object, message: string): void };
+  /** Where each settlement's outcome and time are counted (/metrics). */
+  metrics?: SettlementMetrics;
+}
+
+/** The x402 rail: its payment method for the gate, and the 402 answers that tell a caller what to pay. */
+export interface X402Rail {
+  method: PaymentMethod;
+  /** The gate's answer to a request with no credential: 402 asking a zero-value proof that names the payer. */
+  paymentRequired(request: Pick<AdmissionRequest, 'url'>): Promise<ApiError>;
+  /** A 402 for a known payer (e.g. one the session rail could not settle): pay `amountAtomic` by proof. */
+  demandPayment(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
+  /** Start-up: finishes the x402 settlements a previous run left unfinished; returns those still pending. */
+  recover(): Promise<Settlement[]>;
+}
+
+const DEFAULT_MAX_TIMEOUT_SECONDS = 120;
+const RETRY_AFTER_SECONDS = '3';
+
+export function createX402Rail(options: X402RailOptions): X402Rail {
+  const { store, chain, facilitator } = options;
+  const maxTimeoutSeconds = options.maxTimeoutSeconds ?? DEFAULT_MAX_TIMEOUT_SECONDS;
+  const outbox: OutboxDeps = { store, chain, receiptTimeoutMs: options.receiptTimeoutMs };
+
+  const termsOf = async (): Promise<X402Terms> => {
+    let token: Awaited<ReturnType<ChainClient['token']>>;
+    try {
+      token = await chain.token();
+    } catch {
+      throw new ApiError(
+        503,
+        'payments_unavailable',
+        'the payment token cannot be read from the chain; retry shortly',
+        {
+          headers: { 'retry-after': RETRY_AFTER_SECONDS },
+        },
+      );
+    }
+    return {
+      network: chain.network,
+      chainId: chain.chainId,
+      asset: chain.usdc,
+      payTo: chain.treasury,
+      domain: { name: token.name, version: token.version },
+      maxTimeoutSeconds,
+    };
+  };
+
+  const demand = async (payment: PaymentDemand) => paymentRequiredError(await termsOf(), payment);
+
+  /** Settles what the payer owes with the proof, under the payer's lock. */
+  const settleDebt = async (
+    proof: PaymentProof,
+    terms: X402Terms,
+    url: string,
+    attempt: SettlementAttempt,
+  ): Promise<Record<string, string>> => {
+    const { authorization } = proof;
+    const payer = authorization.from;
+    const refuse = (reason: string, amountAtomic = 0n, failedSettlement?: SettleResponse) =>
+      paymentRequiredError(terms, { reason, amountAtomic, url, version: proof.version, failedSettlement });
+    const replay = () => refuse(replayReason(proof));
+
+    await finishUnfinishedSettlement(payer);
+    const owed = (await debtOf(store, payer)).owedAtomic;
+    if (authorization.value !== owed) throw refuse(amountReason(authorization.value, owed), owed);
+    const seen = {
+      asset: terms.asset,
+      payer,
+      nonce: authorization.nonce,
+      valueAtomic: authorization.value,
+      validBefore: authorization.validBefore,
+    };
+    if (owed === 0n) {
+      // Nothing to pay: the verified zero-value proof only names its payer. No transaction.
+      if (!(await recordAuthorization(store, { ...seen, settlementId: null, fromBlock: null })))
+        throw replay();
+      return settlementHeaders(proof.version, {
+        success: true,
+        transaction: '',
+        network: terms.network,
+        payer,
+      });
+    }
+
+    const [settlement, fromBlock] = await Promise.all([
+      openSettlement(store, payer, 'x402').catch((error) => {
+        if (error instanceof SettlementInProgressError) throw settlementInProgress();
+        throw error;
+      }),
+      chain.publicClient.getBlockNumber(),
+    ]);
+    attempt.openedAt = settlement?.createdAt;
+    if (settlement?.amountAtomic !== owed) {
+      // A request of the payer completed since the debt was read: the proof no longer pays it all.
+      if (settlement)
+        await failSettlement(store, settlement.id, 'the debt grew before its proof was settled');
+      const current = (await debtOf(store, payer)).owedAtomic;
+      throw refuse(
+        `the debt changed while the proof was checked; ${amountReason(authorization.value, current)}`,
+        current,
+      );
+    }
+    if (!(await recordAuthorization(store, { ...seen, settlementId: settlement.id, fromBlock }))) {
+      await failSettlement(store, settlement.id, 'its payment proof had been used before');
+      throw replay();
+    }
+
+    const { payload, requirements } = facilitatorInput(proof, terms);
+    let result: SettleResponse;
+    try {
+      result = await facilitator.settle(payload, requirements, async (txHash, raw) => {
+        await markSettlementSent(store, settlement.id, txHash, raw);
+      });
+    } catch (error) {
+      // The facilitator did not say what happened: the chain will (see reconcileX402Settlement).
+      options.log?.error({ err: error, payer, settlement: settlement.id }, 'x402 settlement outcome unknown');
+      throw settlementPending();
+    }
+    if (result.success) {
+      const txHash = result.transaction as Hash;
+      await confirmSettlement(store, settlement.id, { txHash });
+      await markAuthorizationUsed(store, settlement.id, txHash);
+      return settlementHeaders(proof.version, { ...result, payer });
+    }
+    const failure = `the payment could not be settled: ${failureReason(result)}`;
+    const current = (await findSettlement(store, settlement.id)) as Settlement;
+    if (current.status === 'pending' && !result.transaction) {
+      // No transaction was ever signed for it: nothing can land.
+      await failSettlement(store, settlement.id, failure);
+      throw refuse(failure, owed, result);
+    }
+    const outcome = await reconcileX402Settlement(outbox, current);
+    if (outcome === 'failed') throw refuse(failure, owed, result);
+    if (outcome === 'pending') throw settlementPending();
+    const confirmed = (await findSettlement(store, settlement.id)) as Settlement;
+    return settlementHeaders(proof.version, {
+      success: true,
+      transaction: confirmed.txHash ?? '',
+      network: terms.network,
+      payer,
+    });
+  };
+
+  /**
+   * A settlement of the payer left unfinished (a crash, a facilitator that went silent) is finished
+   * from the chain before anything else is settled: its records count as owed until then.
+   */
+  const finishUnfinishedSettlement = async (payer: Address): Promise<void> => {
+    const [latest] = await settlementsOf(store, payer, { limit: 1 });
+    if (!latest || (latest.status !== 'pending' && latest.status !== 'sent')) return;
+    if (latest.rail !== 'x402') throw settlementInProgress();
+    if ((await reconcileX402Settlement(outbox, latest)) === 'pending') throw settlementPending();
+  };
+
+  const method: PaymentMethod = {
+    rail: 'x402',
+    recognizes: carriesProof,
+    async identify(request): Promise<IdentifiedPayer> {
+      const proof = readProof(request.headers);
+      const terms = await termsOf();
+      const url = servedPath(request.url);
+      const refuse = (reason: string) =>
+        paymentRequiredError(terms, { reason, amountAtomic: 0n, url, version: proof.version });
+      const mismatch = proofMismatch(proof, terms, BigInt(Math.floor(Date.now() / 1000)));
+      if (mismatch) throw refuse(mismatch);
+      const { authorization } = proof;
+      const key = { asset: terms.asset, payer: authorization.from, nonce: authorization.nonce };
+      if (await isAuthorizationSeen(store, key)) throw refuse(replayReason(proof));
+      const { payload, requirements } = facilitatorInput(proof, terms);
+      let verified: VerifyResponse;
+      try {
+        verified = await facilitator.verify(payload, requirements);
+      } catch (error) {
+        options.log?.error(
+          { err: error, payer: authorization.from },
+          'x402 verification failed without an answer',
+        );
+        throw new ApiError(
+          503,
+          'payments_unavailable',
+          'the payment facilitator cannot be reached; retry shortly',
+          {
+            headers: { 'retry-after': RETRY_AFTER_SECONDS },
+          },
+        );
+      }
+      if (!verified.isValid) throw refuse(`the payment proof is not valid: ${failureReason(verified)}`);
+      const payer = authorization.from;
+      return {
+        payer,
+        settleDebt: () =>
+          meteredSettlement(options.metrics, (attempt) => settleDebt(proof, terms, url, attempt)),
+        owedHeaders: async () => ({ [OWED_HEADER]: (await debtOf(store, payer)).owedAtomic.toString() }),
+      };
+    },
+  };
+
+  return {
+    method,
+    paymentRequired: (request) =>
+      demand({
+        url: servedPath(request.url),
+        amountAtomic: 0n,
+        reason:
+          'payment required: send a valid session token, or an x402 payment proof (PAYMENT-SIGNATURE) for the amount asked; a payer that owes nothing signs 0 to name itself',
+      }),
+    demandPayment: ({ url, reason, amountAtomic }) => demand({ url: servedPath(url), reason, amountAtomic }),
+    recover: () => finishUnfinishedX402Settlements(outbox, store.withPayerLock),
+  };
+}
+
+/** Set once a settlement is opened: only those count in the settlement metrics. */
+interface SettlementAttempt {
+  openedAt?: Date;
+}
+
+async function meteredSettlement(
+  metrics: SettlementMetrics | undefined,
+  settle: (attempt: SettlementAttempt) => Promise<Record<string, string>>,
+): Promise<Record<string, string>> {
+  const attempt: SettlementAttempt = {};
+  const observe = (outcome: SettlementOutcome) => {
+    if (attempt.openedAt) metrics?.settled('x402', outcome, (Date.now() - attempt.openedAt.getTime()) / 1000);
+  };
+  try {
+    const headers = await settle(attempt);
+    observe('confirmed');
+    return headers;
+  } catch (error) {
+    const status = error instanceof ApiError ? error.statusCode : undefined;
+    observe(status === 402 ? 'refused' : status === 503 ? 'unavailable' : 'failed');
+    throw error;
+  }
+}
+
+function replayReason(proof: PaymentProof): string {
+  return `this payment proof was used before (authorization nonce ${proof.authorization.nonce} of ${proof.authorization.from}); sign a new one`;
+}
+
+function amountReason(carried: bigint, owed: bigint): string {
+  return `the proof carries ${carried} but the payer owes exactly ${owed} USDC atomic units; sign an authorization for ${owed}`;
+}
+
+function settlementPending(): ApiError {
+  return new ApiError(
+    503,
+    'payments_unavailable',
+    'the payment of this payer’s debt is sent but not confirmed yet; retry shortly with a new proof',
+    { headers: { 'retry-after': RETRY_AFTER_SECONDS } },
+  );
+}
+
+function settlementInProgress(): ApiError {
+  return new ApiError(
+    503,
+    'payments_unavailable',
+    'a settlement of this payer is in progress; retry shortly',
+    {
+      headers: { 'retry-after': RETRY_AFTER_SECONDS },
+    },
+  );
+}
+
+const MAX_REASON_LENGTH = 300;
+
+/** The facilitator's reason, and the first line of its message (viem's run to pages). */
+function failureReason(result: VerifyResponse | SettleResponse): string {
+  const reason = 'isValid' in result ? result.invalidReason : result.errorReason;
+  const message = ('isValid' in result ? result.invalidMessage : result.errorMessage)?.split('\n')[0];
+  const text = [reason ?? 'refused', message].filter(Boolean).join(': ');
+  return text.length > MAX_REASON_LENGTH ? `${text.slice(0, MAX_REASON_LENGTH)}…` : text;
+}

@@ -1,0 +1,157 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { decodePaymentSignatureHeader } from '@x402/core/http';
+import { PaymentPayloadV1Schema, PaymentPayloadV2Schema, z } from '@x402/core/schemas';
+import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { type Address, getAddress, type Hex, isAddressEqual } from 'viem';
+import { ApiError } from '../../http/errors.js';
+import { paymentRequirements, v1NetworkName, type X402Terms, type X402Version } from './terms.js';
+
+/** The EIP-3009 TransferWithAuthorization a proof carries, as the token will check it. */
+export interface TransferAuthorization {
+  from: Address;
+  to: Address;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+}
+
+/** A payment proof read from a request: `PAYMENT-SIGNATURE` (x402 v2) or `X-PAYMENT` (v1). */
+export interface PaymentProof {
+  version: X402Version;
+  /** The header it came in, for messages. */
+  header: string;
+  scheme: string;
+  network: string;
+  /** v2 only: the requirements the payer says it accepted. */
+  accepted?: PaymentRequirements;
+  /** The scheme payload as sent: `{signature, authorization}`. */
+  payload: Record<string, unknown>;
+  authorization: TransferAuthorization;
+}
+
+const PROOF_HEADERS: ReadonlyArray<{ name: string; version: X402Version }> = [
+  { name: 'payment-signature', version: 2 },
+  { name: 'x-payment', version: 1 },
+];
+
+const uint = z.string().regex(/^\d{1,78}$/, 'must be a decimal integer string');
+const address = z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte address');
+const eip3009Payload = z.object({
+  signature: z.string().regex(/^0x(?:[0-9a-fA-F]{2})+$/, 'must be 0x-prefixed hex'),
+  authorization: z.object({
+    from: address,
+    to: address,
+    value: uint,
+    validAfter: uint,
+    validBefore: uint,
+    nonce: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be 0x-prefixed 32 bytes'),
+  }),
+});
+
+// Clocks of payer, gateway and chain differ a little; beyond this a proof outlives what the gateway asked for.
+const VALIDITY_SLACK_SECONDS = 60n;
+
+export function carriesProof(headers: IncomingHttpHeaders): boolean {
+  return PROOF_HEADERS.some(({ name }) => headers[name] !== undefined);
+}
+
+/** Decodes the request's proof (v2 first); a header that is not one is 400 naming it. */
+export function readProof(headers: IncomingHttpHeaders): PaymentProof {
+  const found = PROOF_HEADERS.find(({ name }) => headers[name] !== undefined);
+  if (!found) throw new ApiError(400, 'validation_error', 'no PAYMENT-SIGNATURE or X-PAYMENT header');
+  const header = found.name.toUpperCase();
+  const invalid = (problem: string) =>
+    new ApiError(400, 'validation_error', `${header} ${problem}`, { field: header });
+  const raw = headers[found.name];
+  let decoded: unknown;
+  try {
+    decoded = decodePaymentSignatureHeader(String(raw));
+  } catch {
+    throw invalid('is not base64-encoded JSON');
+  }
+  const parsed = (found.version === 2 ? PaymentPayloadV2Schema : PaymentPayloadV1Schema).safeParse(decoded);
+  if (!parsed.success)
+    throw invalid(`is not an x402 v${found.version} payment payload: ${issueText(parsed.error)}`);
+  const payload = parsed.data.payload;
+  const eip3009 = eip3009Payload.safeParse(payload);
+  if (!eip3009.success) {
+    if ('permit2Authorization' in payload)
+      throw invalid(
+        'carries a Permit2 authorization; this gateway accepts EIP-3009 transferWithAuthorization only',
+      );
+    throw invalid(`does not carry an EIP-3009 authorization: ${issueText(eip3009.error)}`);
+  }
+  const { authorization } = eip3009.data;
+  const common = {
+    version: found.version,
+    header,
+    payload,
+    authorization: {
+      from: getAddress(authorization.from),
+      to: getAddress(authorization.to),
+      value: BigInt(authorization.value),
+      validAfter: BigInt(authorization.validAfter),
+      validBefore: BigInt(authorization.validBefore),
+      nonce: authorization.nonce.toLowerCase() as Hex,
+    },
+  };
+  if (parsed.data.x402Version === 2)
+    return {
+      ...common,
+      scheme: parsed.data.accepted.scheme,
+      network: parsed.data.accepted.network,
+      accepted: parsed.data.accepted as PaymentRequirements,
+    };
+  return { ...common, scheme: parsed.data.scheme, network: parsed.data.network };
+}
+
+/**
+ * Why the proof cannot pay under these terms, in words, or undefined when it may (the facilitator
+ * then checks the signature, the amount against the authorization and the validity window).
+ */
+export function proofMismatch(proof: PaymentProof, terms: X402Terms, nowSeconds: bigint): string | undefined {
+  const { authorization, accepted } = proof;
+  if (proof.scheme !== 'exact')
+    return `the proof uses the "${proof.scheme}" scheme; this gateway accepts "exact"`;
+  const networks = proof.version === 1 ? [terms.network, v1NetworkName(terms)] : [terms.network];
+  if (!networks.includes(proof.network))
+    return `the proof pays on network ${proof.network}; this gateway accepts ${terms.network}`;
+  if (accepted && !sameAddress(accepted.asset, terms.asset))
+    return `the proof pays in asset ${accepted.asset}; this gateway accepts ${terms.asset} (USDC)`;
+  if (
+    !isAddressEqual(authorization.to, terms.payTo) ||
+    (accepted && !sameAddress(accepted.payTo, terms.payTo))
+  )
+    return `the proof pays ${authorization.to}; payments go to the treasury ${terms.payTo}`;
+  if (accepted && accepted.amount !== authorization.value.toString())
+    return `the proof accepts an amount of ${accepted.amount} but its authorization transfers ${authorization.value}`;
+  const latest = nowSeconds + BigInt(terms.maxTimeoutSeconds) + VALIDITY_SLACK_SECONDS;
+  if (authorization.validBefore > latest)
+    return `the authorization stays valid until ${authorization.validBefore}; it must expire within ${terms.maxTimeoutSeconds} seconds`;
+  return undefined;
+}
+
+/**
+ * The proof as the v2 facilitator verifies it, with the requirements it must meet: what this gateway
+ * asks, for the amount the authorization transfers. A v1 proof's EIP-3009 payload is the same in v2.
+ */
+export function facilitatorInput(
+  proof: PaymentProof,
+  terms: X402Terms,
+): { payload: PaymentPayload; requirements: PaymentRequirements } {
+  const requirements = paymentRequirements(terms, proof.authorization.value);
+  const accepted = proof.accepted ?? requirements;
+  return { payload: { x402Version: 2, accepted, payload: proof.payload }, requirements };
+}
+
+function sameAddress(given: string, expected: Address): boolean {
+  return /^0x[0-9a-fA-F]{40}$/.test(given) && isAddressEqual(given as Address, expected);
+}
+
+function issueText(error: z.ZodError): string {
+  const issue = error.issues[0];
+  if (!issue) return 'invalid';
+  const path = issue.path.join('.');
+  return path ? `${path} ${issue.message}` : issue.message;
+}

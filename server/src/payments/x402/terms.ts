@@ -1,0 +1,128 @@
+import {
+  encodePaymentRequiredHeader,
+  encodePaymentResponseHeader,
+  PAYMENT_REQUIRED_CACHE_CONTROL,
+} from '@x402/core/http';
+import type {
+  Network,
+  PaymentRequired,
+  PaymentRequirements,
+  PaymentRequirementsV1,
+  SettleResponse,
+} from '@x402/core/types';
+import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
+import type { Address } from 'viem';
+import { ApiError } from '../../http/errors.js';
+
+/** What this gateway accepts as payment: one token, on one chain, to one treasury, by the `exact` scheme. */
+export interface X402Terms {
+  /** CAIP-2, e.g. `eip155:8453`. */
+  network: Network;
+  chainId: number;
+  /** The USDC contract. */
+  asset: Address;
+  payTo: Address;
+  /** The token's EIP-712 domain, which the payer signs under: the requirements' `extra`. */
+  domain: { name: string; version: string };
+  /** How long a signed proof stays valid; also bounds how long an unconfirmed settlement can stay open. */
+  maxTimeoutSeconds: number;
+}
+
+export type X402Version = 1 | 2;
+
+/** A 402 answer: what the payer must pay now, and why the request was not let through. */
+export interface PaymentDemand {
+  /** USDC atomic units; 0 when the payer is not known yet (a zero-value proof names it). */
+  amountAtomic: bigint;
+  reason: string;
+  /** The served path: the x402 `resource`. */
+  url: string;
+  /** A v1 caller (it sent `X-PAYMENT`) gets a v1 body; the `PAYMENT-REQUIRED` header is always v2. */
+  version?: X402Version;
+  /** A settlement that was attempted and failed, echoed in the settlement response header. */
+  failedSettlement?: SettleResponse;
+}
+
+const SCHEME = 'exact';
+const RESOURCE_DESCRIPTION =
+  'OpenAI-compatible chat completion; a proof pays exactly what its payer owes for earlier completed requests';
+const MIME_TYPE = 'application/json';
+
+/** The `exact` requirements for `amountAtomic`: what a proof of that amount must match. */
+export function paymentRequirements(terms: X402Terms, amountAtomic: bigint): PaymentRequirements {
+  return {
+    scheme: SCHEME,
+    network: terms.network,
+    asset: terms.asset,
+    amount: amountAtomic.toString(),
+    payTo: terms.payTo,
+    maxTimeoutSeconds: terms.maxTimeoutSeconds,
+    extra: { ...terms.domain },
+  };
+}
+
+/** The x402 v2 PaymentRequired of a demand. */
+function paymentRequired(terms: X402Terms, demand: PaymentDemand): PaymentRequired {
+  return {
+    x402Version: 2,
+    error: demand.reason,
+    resource: { url: demand.url, description: RESOURCE_DESCRIPTION, mimeType: MIME_TYPE },
+    accepts: [paymentRequirements(terms, demand.amountAtomic)],
+  };
+}
+
+/**
+ * The 402 of a demand. Its body is the gateway's envelope (`data: null`, `error: {code, message}`,
+ * `meta`) with the x402 fields beside it (`x402Version`, `accepts`, `resource`); x402's own `error`
+ * string cannot share the envelope's `error` object, so the exact PaymentRequired, reason included,
+ * is the base64 JSON of the `PAYMENT-REQUIRED` header, which is what v2 clients read.
+ */
+export function paymentRequiredError(terms: X402Terms, demand: PaymentDemand): ApiError {
+  const required = paymentRequired(terms, demand);
+  const headers: Record<string, string> = {
+    'PAYMENT-REQUIRED': encodePaymentRequiredHeader(required),
+    'cache-control': PAYMENT_REQUIRED_CACHE_CONTROL,
+  };
+  if (demand.failedSettlement)
+    headers[settlementHeaderName(demand.version ?? 2)] = encodePaymentResponseHeader(demand.failedSettlement);
+  const envelopeFields =
+    demand.version === 1
+      ? { x402Version: 1, accepts: [v1Requirements(terms, demand, required)] }
+      : { x402Version: required.x402Version, accepts: required.accepts, resource: required.resource };
+  return new ApiError(402, 'payment_required', demand.reason, { headers, envelopeFields });
+}
+
+/** The header carrying the settlement result: `PAYMENT-RESPONSE` (v2) or `X-PAYMENT-RESPONSE` (v1). */
+function settlementHeaderName(version: X402Version): string {
+  return version === 1 ? 'X-PAYMENT-RESPONSE' : 'PAYMENT-RESPONSE';
+}
+
+export function settlementHeaders(version: X402Version, settlement: SettleResponse): Record<string, string> {
+  return { [settlementHeaderName(version)]: encodePaymentResponseHeader(settlement) };
+}
+
+/** v1 names the networks it knows (`base`); others keep their CAIP-2 name. */
+export function v1NetworkName(terms: X402Terms): string {
+  const named = Object.entries(EVM_NETWORK_CHAIN_ID_MAP).find(([, chainId]) => chainId === terms.chainId);
+  return named?.[0] ?? terms.network;
+}
+
+function v1Requirements(
+  terms: X402Terms,
+  demand: PaymentDemand,
+  required: PaymentRequired,
+): PaymentRequirementsV1 {
+  return {
+    scheme: SCHEME,
+    network: v1NetworkName(terms) as Network,
+    maxAmountRequired: demand.amountAtomic.toString(),
+    resource: demand.url,
+    description: required.resource.description ?? RESOURCE_DESCRIPTION,
+    mimeType: MIME_TYPE,
+    outputSchema: {},
+    payTo: terms.payTo,
+    maxTimeoutSeconds: terms.maxTimeoutSeconds,
+    asset: terms.asset,
+    extra: { ...terms.domain },
+  };
+}

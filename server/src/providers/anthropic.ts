@@ -1,0 +1,324 @@
+/**
+ * Anthropic Messages API (POST /v1/messages) behind the OpenAI chat shape.
+ *
+ * Choices the OpenAI shape leaves open:
+ * - `response_format: json_object` becomes a system instruction, not an assistant prefill: a
+ *   prefill is refused with extended thinking and would have to be glued back onto the answer.
+ * - `temperature` is capped at 1 (Anthropic's range is 0..1, OpenAI's 0..2); when both
+ *   `temperature` and `top_p` are given only `temperature` is sent (recent Claude models refuse both).
+ * - Penalties and `seed` have no Anthropic equivalent and are dropped without error.
+ * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`.
+ */
+import type { CatalogModel } from '../catalog/catalog.js';
+import { imageSource, textOf, toolArguments } from './message-parts.js';
+import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
+import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
+import type { EventSourceMessage } from './sse.js';
+import { type MeteredUsage, type ProviderCompletion, ProviderError, type StreamPart } from './types.js';
+import { zeroUsage } from './usage.js';
+
+export const ANTHROPIC_VERSION = '2023-06-01';
+
+export const JSON_MODE_INSTRUCTION =
+  'Answer with one valid JSON object and nothing else: no prose before or after it, no Markdown code fences.';
+
+interface TextBlock {
+  type: 'text';
+  text: string;
+}
+
+type ContentBlock =
+  | TextBlock
+  | {
+      type: 'image';
+      source: { type: 'base64'; media_type: string; data: string } | { type: 'url'; url: string };
+    }
+  | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
+  | { type: 'tool_result'; tool_use_id: string; content: string | TextBlock[] };
+
+export interface AnthropicMessage {
+  role: 'user' | 'assistant';
+  content: ContentBlock[];
+}
+
+export interface AnthropicUsage {
+  input_tokens?: number | null;
+  output_tokens?: number | null;
+  cache_read_input_tokens?: number | null;
+  cache_creation_input_tokens?: number | null;
+}
+
+interface AnthropicResponse {
+  content: Array<
+    | TextBlock
+    | { type: 'tool_use'; id: string; name: string; input: unknown }
+    | { type: 'thinking' | 'redacted_thinking' }
+  >;
+  stop_reason: string | null;
+  usage: AnthropicUsage;
+}
+
+export function anthropicFamily(apiKey: string | undefined): ProviderFamily {
+  return {
+    request: (call, stream) => ({
+      path: '/v1/messages',
+      headers: { 'anthropic-version': ANTHROPIC_VERSION, ...(apiKey && { 'x-api-key': apiKey }) },
+      body: anthropicRequestBody(call.request, call.model, stream),
+    }),
+    completion: (body) => anthropicCompletion(body as AnthropicResponse),
+    streamDecoder: () => new AnthropicStreamDecoder(),
+  };
+}
+
+export function anthropicRequestBody(
+  request: ChatRequest,
+  model: CatalogModel,
+  stream: boolean,
+): ProviderRequest['body'] {
+  const { system, messages } = anthropicMessages(request.messages);
+  if (request.response_format?.type === 'json_object')
+    system.push({ type: 'text', text: JSON_MODE_INSTRUCTION });
+  const stop = [request.stop ?? []].flat().filter((sequence) => sequence !== '');
+  const tools = request.tools ?? [];
+  return {
+    model: model.providerModel,
+    max_tokens: request.max_completion_tokens ?? request.max_tokens ?? model.defaultMaxTokens,
+    messages,
+    ...(system.length > 0 && { system }),
+    ...(stop.length > 0 && { stop_sequences: stop }),
+    ...(request.temperature != null && { temperature: Math.min(request.temperature, 1) }),
+    ...(request.top_p != null && request.temperature == null && { top_p: request.top_p }),
+    ...(request.top_k != null && { top_k: request.top_k }),
+    ...(tools.length > 0 && {
+      tools: tools.map(({ function: fn }) => ({
+        name: fn.name,
+        ...(fn.description !== undefined && { description: fn.description }),
+        input_schema: fn.parameters ?? { type: 'object', properties: {} },
+      })),
+      tool_choice: anthropicToolChoice(request.tool_choice ?? 'auto', request.parallel_tool_calls === false),
+    }),
+    ...(request.user && { metadata: { user_id: request.user } }),
+    ...(stream && { stream: true }),
+  };
+}
+
+function anthropicToolChoice(choice: ToolChoice, oneCallOnly: boolean): Record<string, unknown> {
+  if (choice === 'none') return { type: 'none' };
+  const base =
+    choice === 'auto'
+      ? { type: 'auto' }
+      : choice === 'required'
+        ? { type: 'any' }
+        : { type: 'tool', name: choice.function.name };
+  return oneCallOnly ? { ...base, disable_parallel_tool_use: true } : base;
+}
+
+/**
+ * System messages go to `system`; tool results become `tool_result` blocks of a user turn;
+ * consecutive turns of one role are merged, since Anthropic wants them alternating.
+ */
+export function anthropicMessages(messages: ChatMessage[]): {
+  system: TextBlock[];
+  messages: AnthropicMessage[];
+} {
+  const system: TextBlock[] = [];
+  const turns: AnthropicMessage[] = [];
+  messages.forEach((message, i) => {
+    if (message.role === 'system') {
+      const text = textOf(message.content);
+      if (text !== '') system.push({ type: 'text', text });
+      return;
+    }
+    const role = message.role === 'assistant' ? 'assistant' : 'user';
+    const blocks = contentBlocks(message, `messages[${i}]`);
+    const last = turns.at(-1);
+    if (last?.role === role) last.content.push(...blocks);
+    else turns.push({ role, content: blocks });
+  });
+  return { system, messages: turns };
+}
+
+function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
+  const { content } = message;
+  if (message.role === 'tool') {
+    const result =
+      typeof content === 'string'
+        ? content
+        : (content ?? []).flatMap((part) =>
+            part.type === 'text' ? [{ type: 'text' as const, text: part.text }] : [],
+          );
+    return [{ type: 'tool_result', tool_use_id: message.tool_call_id ?? '', content: result }];
+  }
+  const blocks: ContentBlock[] = [];
+  if (typeof content === 'string') {
+    if (content !== '' || message.role === 'user') blocks.push({ type: 'text', text: content });
+  } else {
+    content?.forEach((part, j) => {
+      if (part.type === 'text') {
+        if (part.text !== '' || message.role === 'user') blocks.push({ type: 'text', text: part.text });
+        return;
+      }
+      const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`);
+      blocks.push({
+        type: 'image',
+        source:
+          source.kind === 'url'
+            ? { type: 'url', url: source.url }
+            : { type: 'base64', media_type: source.mediaType, data: source.data },
+      });
+    });
+  }
+  message.tool_calls?.forEach((call, j) => {
+    blocks.push({
+      type: 'tool_use',
+      id: call.id,
+      name: call.function.name,
+      input: toolArguments(call.function.arguments, `${at}.tool_calls[${j}].function.arguments`),
+    });
+  });
+  return blocks;
+}
+
+export function anthropicCompletion(body: AnthropicResponse): ProviderCompletion {
+  let text = '';
+  const toolCalls: ToolCall[] = [];
+  for (const block of body.content) {
+    if (block.type === 'text') text += block.text;
+    else if (block.type === 'tool_use')
+      toolCalls.push({
+        id: block.id,
+        type: 'function',
+        function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) },
+      });
+  }
+  return {
+    content: text === '' && toolCalls.length > 0 ? null : text,
+    toolCalls,
+    finishReason: anthropicFinishReason(body.stop_reason),
+    usage: { ...anthropicUsage(zeroUsage(), body.usage), exact: true },
+  };
+}
+
+export function anthropicFinishReason(stopReason: string | null | undefined): FinishReason {
+  switch (stopReason) {
+    case 'max_tokens':
+    case 'model_context_window_exceeded':
+      return 'length';
+    case 'tool_use':
+      return 'tool_calls';
+    case 'refusal':
+      return 'content_filter';
+    default:
+      return 'stop';
+  }
+}
+
+/** Anthropic's buckets are already disjoint: `input_tokens` excludes cache reads and writes. */
+function anthropicUsage(known: MeteredUsage, usage: AnthropicUsage | undefined): MeteredUsage {
+  return {
+    inputTokens: usage?.input_tokens ?? known.inputTokens,
+    cacheReadTokens: usage?.cache_read_input_tokens ?? known.cacheReadTokens,
+    cacheWriteTokens: usage?.cache_creation_input_tokens ?? known.cacheWriteTokens,
+    outputTokens: usage?.output_tokens ?? known.outputTokens,
+    reasoningTokens: 0,
+    exact: known.exact,
+  };
+}
+
+/** HTTP statuses of Anthropic's error types, for errors that arrive inside a stream. */
+const ERROR_STATUS: Record<string, number> = {
+  invalid_request_error: 400,
+  authentication_error: 401,
+  billing_error: 402,
+  permission_error: 403,
+  not_found_error: 404,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  api_error: 500,
+  timeout_error: 504,
+  overloaded_error: 529,
+};
+
+/**
+ * Usage comes from `message_start` (input and cache counts) and each `message_delta`, whose
+ * counts are cumulative: the last one seen is the best count of a stream that was cut short.
+ */
+export class AnthropicStreamDecoder implements StreamDecoder {
+  private metered = zeroUsage();
+  /** Content block index -> OpenAI tool call index. */
+  private readonly toolIndex = new Map<number, number>();
+  private finished = false;
+  private stopped = false;
+
+  usage(): MeteredUsage {
+    return { ...this.metered };
+  }
+
+  decode(event: EventSourceMessage): StreamPart[] {
+    const data = JSON.parse(event.data);
+    switch (data.type) {
+      case 'message_start':
+        this.metered = anthropicUsage(this.metered, data.message?.usage);
+        return [];
+      case 'content_block_start':
+        return this.blockStart(data.index, data.content_block);
+      case 'content_block_delta':
+        return this.blockDelta(data.index, data.delta);
+      case 'message_delta':
+        this.metered = anthropicUsage(this.metered, data.usage);
+        if (this.finished || data.delta?.stop_reason == null) return [];
+        this.finished = true;
+        return [{ type: 'finish', finishReason: anthropicFinishReason(data.delta.stop_reason) }];
+      case 'message_stop':
+        this.stopped = true;
+        return [];
+      case 'error': {
+        const type = String(data.error?.type ?? 'api_error');
+        throw new ProviderError(String(data.error?.message ?? type), ERROR_STATUS[type]);
+      }
+      default:
+        // ping, content_block_stop, and event types added after this was written
+        return [];
+    }
+  }
+
+  end(): StreamPart[] {
+    if (!this.stopped) throw new ProviderError('the answer stream ended before message_stop', undefined);
+    this.metered.exact = true;
+    return this.finished ? [] : [{ type: 'finish', finishReason: 'stop' }];
+  }
+
+  private blockStart(index: number, block: { type: string; id?: string; name?: string; text?: string }) {
+    if (block.type === 'text' && block.text) return [{ type: 'delta' as const, content: block.text }];
+    if (block.type !== 'tool_use') return [];
+    const toolIndex = this.toolIndex.size;
+    this.toolIndex.set(index, toolIndex);
+    return [
+      {
+        type: 'delta' as const,
+        toolCalls: [
+          {
+            index: toolIndex,
+            id: block.id,
+            type: 'function' as const,
+            function: { name: block.name, arguments: '' },
+          },
+        ],
+      },
+    ];
+  }
+
+  private blockDelta(
+    index: number,
+    delta: { type: string; text?: string; partial_json?: string },
+  ): StreamPart[] {
+    if (delta.type === 'text_delta' && delta.text) return [{ type: 'delta', content: delta.text }];
+    const toolIndex = this.toolIndex.get(index);
+    if (delta.type === 'input_json_delta' && delta.partial_json && toolIndex !== undefined)
+      return [
+        { type: 'delta', toolCalls: [{ index: toolIndex, function: { arguments: delta.partial_json } }] },
+      ];
+    // thinking_delta, signature_delta, citations_delta: not part of the OpenAI answer
+    return [];
+  }
+}

@@ -1,0 +1,280 @@
+/**
+ * Gemini API (generateContent / streamGenerateContent with SSE) behind the OpenAI chat shape.
+ *
+ * - Gemini function calls carry no id (or one only some endpoints fill): the gateway hands out
+ *   `call_...` ids and, when the client sends results back, finds each call's function name
+ *   through the id in the earlier assistant message.
+ * - Tool parameters go out as `parametersJsonSchema`, which takes JSON Schema as OpenAI clients
+ *   write it (the older `parameters` accepts only an OpenAPI subset).
+ * - `max_tokens` defaults to the catalog's `defaultMaxTokens`, so the cost of a request stays bounded.
+ * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
+ *   implies; data URLs go as `inlineData`.
+ * - Thought parts (`thought: true`) are not part of the OpenAI answer; their tokens are reasoning tokens.
+ */
+import type { CatalogModel } from '../catalog/catalog.js';
+import { imageSource, mediaTypeOfUrl, newToolCallId, textOf, toolArguments } from './message-parts.js';
+import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
+import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
+import type { EventSourceMessage } from './sse.js';
+import {
+  type MeteredUsage,
+  type ProviderCompletion,
+  ProviderError,
+  type StreamPart,
+  UntranslatableRequestError,
+} from './types.js';
+import { zeroUsage } from './usage.js';
+
+type GeminiPart =
+  | { text: string; thought?: boolean }
+  | { inlineData: { mimeType: string; data: string } }
+  | { fileData: { fileUri: string; mimeType: string } }
+  | { functionCall: { name: string; args: Record<string, unknown>; id?: string } }
+  | { functionResponse: { name: string; response: Record<string, unknown> } };
+
+export interface GeminiContent {
+  role: 'user' | 'model';
+  parts: GeminiPart[];
+}
+
+export interface GeminiUsageMetadata {
+  promptTokenCount?: number;
+  candidatesTokenCount?: number;
+  cachedContentTokenCount?: number;
+  thoughtsTokenCount?: number;
+  toolUsePromptTokenCount?: number;
+  totalTokenCount?: number;
+}
+
+interface GeminiResponse {
+  candidates?: Array<{ content?: { parts?: GeminiPart[] }; finishReason?: string }>;
+  promptFeedback?: { blockReason?: string };
+  usageMetadata?: GeminiUsageMetadata;
+  error?: { code?: number; message?: string; status?: string };
+}
+
+export function geminiFamily(apiKey: string | undefined): ProviderFamily {
+  const auth: Record<string, string> = apiKey ? { 'x-goog-api-key': apiKey } : {};
+  return {
+    request: (call, stream) => ({
+      path: `/v1beta/models/${encodeURIComponent(call.model.providerModel)}:${
+        stream ? 'streamGenerateContent?alt=sse' : 'generateContent'
+      }`,
+      headers: auth,
+      body: geminiRequestBody(call.request, call.model),
+    }),
+    completion: (body) => geminiCompletion(body as GeminiResponse),
+    streamDecoder: () => new GeminiStreamDecoder(),
+  };
+}
+
+export function geminiRequestBody(request: ChatRequest, model: CatalogModel): ProviderRequest['body'] {
+  const { systemInstruction, contents } = geminiContents(request.messages);
+  const stop = [request.stop ?? []].flat().filter((sequence) => sequence !== '');
+  const tools = request.tools ?? [];
+  const generationConfig = {
+    maxOutputTokens: request.max_completion_tokens ?? request.max_tokens ?? model.defaultMaxTokens,
+    ...(request.temperature != null && { temperature: request.temperature }),
+    ...(request.top_p != null && { topP: request.top_p }),
+    ...(request.top_k != null && { topK: request.top_k }),
+    ...(stop.length > 0 && { stopSequences: stop }),
+    ...(request.response_format?.type === 'json_object' && { responseMimeType: 'application/json' }),
+    ...(request.presence_penalty != null && { presencePenalty: request.presence_penalty }),
+    ...(request.frequency_penalty != null && { frequencyPenalty: request.frequency_penalty }),
+    ...(request.seed != null && { seed: request.seed }),
+  };
+  return {
+    contents,
+    ...(systemInstruction.parts.length > 0 && { systemInstruction }),
+    generationConfig,
+    ...(tools.length > 0 && {
+      tools: [
+        {
+          functionDeclarations: tools.map(({ function: fn }) => ({
+            name: fn.name,
+            ...(fn.description !== undefined && { description: fn.description }),
+            ...(fn.parameters !== undefined && { parametersJsonSchema: fn.parameters }),
+          })),
+        },
+      ],
+      toolConfig: { functionCallingConfig: geminiFunctionCalling(request.tool_choice ?? 'auto') },
+    }),
+  };
+}
+
+function geminiFunctionCalling(choice: ToolChoice): Record<string, unknown> {
+  if (choice === 'none') return { mode: 'NONE' };
+  if (choice === 'auto') return { mode: 'AUTO' };
+  if (choice === 'required') return { mode: 'ANY' };
+  return { mode: 'ANY', allowedFunctionNames: [choice.function.name] };
+}
+
+/**
+ * System messages become `systemInstruction`; assistant turns are `model` turns; tool results
+ * are `functionResponse` parts of a user turn, named after the call their id points to.
+ * Consecutive turns of one role are merged, which also groups parallel tool results.
+ */
+export function geminiContents(messages: ChatMessage[]): {
+  systemInstruction: { parts: Array<{ text: string }> };
+  contents: GeminiContent[];
+} {
+  const system: Array<{ text: string }> = [];
+  const contents: GeminiContent[] = [];
+  const functionNames = new Map<string, string>();
+  messages.forEach((message, i) => {
+    const at = `messages[${i}]`;
+    if (message.role === 'system') {
+      const text = textOf(message.content);
+      if (text !== '') system.push({ text });
+      return;
+    }
+    let parts: GeminiPart[];
+    if (message.role === 'tool') {
+      const name = functionNames.get(message.tool_call_id ?? '');
+      if (name === undefined)
+        throw new UntranslatableRequestError(
+          `${at}.tool_call_id`,
+          'must be the id of a tool call in an earlier assistant message',
+        );
+      parts = [{ functionResponse: { name, response: functionResponse(textOf(message.content)) } }];
+    } else {
+      parts = contentParts(message, at);
+      message.tool_calls?.forEach((call, j) => {
+        functionNames.set(call.id, call.function.name);
+        parts.push({
+          functionCall: {
+            name: call.function.name,
+            args: toolArguments(call.function.arguments, `${at}.tool_calls[${j}].function.arguments`),
+          },
+        });
+      });
+    }
+    const role = message.role === 'assistant' ? 'model' : 'user';
+    const last = contents.at(-1);
+    if (last?.role === role) last.parts.push(...parts);
+    else contents.push({ role, parts });
+  });
+  return { systemInstruction: { parts: system }, contents };
+}
+
+function contentParts(message: ChatMessage, at: string): GeminiPart[] {
+  const { content } = message;
+  const keepEmpty = message.role === 'user';
+  if (content == null) return [];
+  if (typeof content === 'string') return content !== '' || keepEmpty ? [{ text: content }] : [];
+  return content.flatMap((part, j): GeminiPart[] => {
+    if (part.type === 'text') return part.text !== '' || keepEmpty ? [{ text: part.text }] : [];
+    const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`);
+    if (source.kind === 'inline') return [{ inlineData: { mimeType: source.mediaType, data: source.data } }];
+    return [{ fileData: { fileUri: source.url, mimeType: mediaTypeOfUrl(source.url) } }];
+  });
+}
+
+/** Gemini wants a JSON object: a tool's JSON object answer as is, anything else under `output`. */
+function functionResponse(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value))
+      return value as Record<string, unknown>;
+    return { output: value };
+  } catch {
+    return { output: text };
+  }
+}
+
+export function geminiCompletion(body: GeminiResponse): ProviderCompletion {
+  const candidate = body.candidates?.[0];
+  let text = '';
+  const toolCalls: ToolCall[] = [];
+  for (const part of candidate?.content?.parts ?? []) {
+    if ('text' in part && !part.thought) text += part.text;
+    else if ('functionCall' in part) toolCalls.push(toolCallOf(part.functionCall));
+  }
+  const blocked = candidate === undefined && body.promptFeedback?.blockReason !== undefined;
+  return {
+    content: text === '' && toolCalls.length > 0 ? null : text,
+    toolCalls,
+    finishReason: blocked
+      ? 'content_filter'
+      : geminiFinishReason(candidate?.finishReason, toolCalls.length > 0),
+    usage: geminiUsage(body.usageMetadata, true),
+  };
+}
+
+function toolCallOf(call: { name: string; args?: Record<string, unknown>; id?: string }): ToolCall {
+  return {
+    id: call.id || newToolCallId(),
+    type: 'function',
+    function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) },
+  };
+}
+
+const FILTERED = new Set([
+  'SAFETY',
+  'RECITATION',
+  'LANGUAGE',
+  'BLOCKLIST',
+  'PROHIBITED_CONTENT',
+  'SPII',
+  'IMAGE_SAFETY',
+]);
+
+export function geminiFinishReason(reason: string | undefined, calledFunctions: boolean): FinishReason {
+  if (reason === 'MAX_TOKENS') return 'length';
+  if (reason !== undefined && FILTERED.has(reason)) return 'content_filter';
+  return calledFunctions ? 'tool_calls' : 'stop';
+}
+
+/**
+ * Disjoint buckets: `promptTokenCount` includes the cached tokens; tool-use prompt tokens are
+ * input too; thoughts are counted apart from `candidatesTokenCount`.
+ */
+export function geminiUsage(usage: GeminiUsageMetadata | undefined, exact: boolean): MeteredUsage {
+  const cached = usage?.cachedContentTokenCount ?? 0;
+  return {
+    inputTokens: (usage?.promptTokenCount ?? 0) - cached + (usage?.toolUsePromptTokenCount ?? 0),
+    cacheReadTokens: cached,
+    cacheWriteTokens: 0,
+    outputTokens: usage?.candidatesTokenCount ?? 0,
+    reasoningTokens: usage?.thoughtsTokenCount ?? 0,
+    exact,
+  };
+}
+
+/** Each SSE event is a whole GenerateContentResponse; its `usageMetadata` counts are cumulative. */
+export class GeminiStreamDecoder implements StreamDecoder {
+  private metered = zeroUsage();
+  private toolCalls = 0;
+  private finishReason: string | undefined;
+
+  usage(): MeteredUsage {
+    return { ...this.metered };
+  }
+
+  decode(event: EventSourceMessage): StreamPart[] {
+    const data = JSON.parse(event.data) as GeminiResponse;
+    if (data.error) throw new ProviderError(data.error.message ?? 'the stream failed', data.error.code);
+    if (data.usageMetadata) this.metered = geminiUsage(data.usageMetadata, false);
+    const parts: StreamPart[] = [];
+    const candidate = data.candidates?.[0];
+    for (const part of candidate?.content?.parts ?? []) {
+      if ('text' in part && !part.thought && part.text !== '')
+        parts.push({ type: 'delta', content: part.text });
+      else if ('functionCall' in part) {
+        const call = toolCallOf(part.functionCall);
+        parts.push({ type: 'delta', toolCalls: [{ index: this.toolCalls++, ...call }] });
+      }
+    }
+    if (data.promptFeedback?.blockReason && !candidate) this.finishReason = 'SAFETY';
+    else if (candidate?.finishReason && this.finishReason === undefined)
+      this.finishReason = candidate.finishReason;
+    return parts;
+  }
+
+  end(): StreamPart[] {
+    if (this.finishReason === undefined)
+      throw new ProviderError('the answer stream ended before a finishReason', undefined);
+    this.metered.exact = true;
+    return [{ type: 'finish', finishReason: geminiFinishReason(this.finishReason, this.toolCalls > 0) }];
+  }
+}

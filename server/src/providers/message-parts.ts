@@ -1,0 +1,68 @@
+/** Pieces of OpenAI messages that every provider family translates the same way. */
+import { randomUUID } from 'node:crypto';
+import type { ContentPart } from './openai-types.js';
+import { UntranslatableRequestError } from './types.js';
+
+/** An image part as providers take it: inline bytes from a data URL, or a URL they fetch themselves. */
+export type ImageSource = { kind: 'inline'; mediaType: string; data: string } | { kind: 'url'; url: string };
+
+const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*),(.*)$/s;
+
+/** `field` names the part for the 400 a malformed URL gets. */
+export function imageSource(url: string, field: string): ImageSource {
+  if (/^https?:\/\//i.test(url)) return { kind: 'url', url };
+  const match = DATA_URL.exec(url);
+  if (!match) throw new UntranslatableRequestError(field, 'must be an http(s) URL or a data URL');
+  const [, mediaType = '', parameters = '', payload = ''] = match;
+  if (!mediaType.startsWith('image/'))
+    throw new UntranslatableRequestError(field, 'must be a data URL of an image (data:image/...;base64,...)');
+  const data = parameters.split(';').includes('base64')
+    ? payload
+    : Buffer.from(decodeURIComponent(payload), 'utf8').toString('base64');
+  return { kind: 'inline', mediaType: mediaType.toLowerCase(), data };
+}
+
+const BY_EXTENSION: Record<string, string> = {
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
+  gif: 'image/gif',
+  heic: 'image/heic',
+  heif: 'image/heif',
+};
+
+/**
+ * The media type of an image URL by its file extension, for providers that want one declared
+ * (Gemini's fileData); JPEG, the commonest, when the extension says nothing.
+ */
+export function mediaTypeOfUrl(url: string): string {
+  const extension = /\.([a-z0-9]+)$/i.exec(new URL(url).pathname)?.[1];
+  return (extension && BY_EXTENSION[extension.toLowerCase()]) || 'image/jpeg';
+}
+
+/** A tool call id for providers that give none (`call_` + 24 hex digits, like OpenAI's). */
+export function newToolCallId(): string {
+  return `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`;
+}
+
+/** The text of a message's content; image parts have none. */
+export function textOf(content: string | ContentPart[] | null | undefined): string {
+  if (content == null) return '';
+  if (typeof content === 'string') return content;
+  return content.map((part) => (part.type === 'text' ? part.text : '')).join('');
+}
+
+/** A tool call's `arguments` string as the JSON object providers want. */
+export function toolArguments(text: string, field: string): Record<string, unknown> {
+  if (text.trim() === '') return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new UntranslatableRequestError(field, 'must be a JSON object (as a string)');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new UntranslatableRequestError(field, 'must be a JSON object (as a string)');
+  return value as Record<string, unknown>;
+}

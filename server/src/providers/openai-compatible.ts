@@ -1,0 +1,141 @@
+/**
+ * Any OpenAI-compatible upstream (OpenAI, OpenRouter, vLLM, Ollama...): the request passes through
+ * with the model renamed to the provider's id; streams ask for usage in their last chunk. The
+ * upstream's base URL is the one OpenAI SDKs take (`https://api.openai.com/v1`,
+ * `https://openrouter.ai/api/v1`): the path `/chat/completions` is appended to it.
+ */
+import type { CatalogModel } from '../catalog/catalog.js';
+import type { ChatRequest, FinishReason, ToolCall, ToolCallDelta } from './openai-types.js';
+import type { ProviderFamily, StreamDecoder } from './provider-family.js';
+import type { EventSourceMessage } from './sse.js';
+import { type MeteredUsage, type ProviderCompletion, ProviderError, type StreamPart } from './types.js';
+import { zeroUsage } from './usage.js';
+
+export interface OpenAIWireUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
+  completion_tokens_details?: { reasoning_tokens?: number } | null;
+}
+
+interface WireCompletion {
+  choices: Array<{
+    message: { content?: string | null; tool_calls?: ToolCall[] | null };
+    finish_reason: string | null;
+  }>;
+  usage?: OpenAIWireUsage | null;
+}
+
+interface WireChunk {
+  choices?: Array<{
+    delta?: { content?: string | null; tool_calls?: ToolCallDelta[] | null };
+    finish_reason?: string | null;
+  }>;
+  usage?: OpenAIWireUsage | null;
+  error?: { message?: string; code?: unknown };
+}
+
+export function openAICompatibleFamily(apiKey: string | undefined): ProviderFamily {
+  const auth: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
+  return {
+    request: ({ request, model }, stream) => ({
+      path: '/chat/completions',
+      headers: auth,
+      body: upstreamRequestBody(request, model, stream),
+    }),
+    completion: (body) => openAICompletion(body as WireCompletion),
+    streamDecoder: () => new OpenAIStreamDecoder(),
+  };
+}
+
+/**
+ * A request without a token budget gets the catalog's default, as on the other providers: what a
+ * payer can owe unsettled is bounded by what its requests in flight can cost.
+ */
+export function upstreamRequestBody(
+  request: ChatRequest,
+  model: Pick<CatalogModel, 'providerModel' | 'defaultMaxTokens'>,
+  stream: boolean,
+): ChatRequest {
+  const { stream_options: _options, ...rest } = request;
+  const budget =
+    request.max_completion_tokens == null && request.max_tokens == null
+      ? { max_tokens: model.defaultMaxTokens }
+      : {};
+  const body = { ...rest, ...budget, model: model.providerModel };
+  return stream
+    ? { ...body, stream: true, stream_options: { include_usage: true } }
+    : { ...body, stream: false };
+}
+
+function openAICompletion(body: WireCompletion): ProviderCompletion {
+  const choice = body.choices[0];
+  const toolCalls = choice?.message.tool_calls ?? [];
+  return {
+    content: choice?.message.content ?? (toolCalls.length > 0 ? null : ''),
+    toolCalls,
+    finishReason: openAIFinishReason(choice?.finish_reason),
+    usage: openAIUsage(body.usage),
+  };
+}
+
+function openAIFinishReason(reason: string | null | undefined): FinishReason {
+  if (reason === 'length' || reason === 'content_filter' || reason === 'tool_calls') return reason;
+  return reason === 'function_call' ? 'tool_calls' : 'stop';
+}
+
+/** OpenAI counts cached tokens inside `prompt_tokens` and reasoning inside `completion_tokens`. */
+export function openAIUsage(usage: OpenAIWireUsage | null | undefined): MeteredUsage {
+  if (!usage) return zeroUsage(false);
+  const cacheRead = usage.prompt_tokens_details?.cached_tokens ?? 0;
+  const cacheWrite = usage.prompt_tokens_details?.cache_write_tokens ?? 0;
+  const reasoning = usage.completion_tokens_details?.reasoning_tokens ?? 0;
+  return {
+    inputTokens: (usage.prompt_tokens ?? 0) - cacheRead - cacheWrite,
+    cacheReadTokens: cacheRead,
+    cacheWriteTokens: cacheWrite,
+    outputTokens: (usage.completion_tokens ?? 0) - reasoning,
+    reasoningTokens: reasoning,
+    exact: true,
+  };
+}
+
+/** Usage is exact only if the upstream honoured `include_usage` and the stream reached `[DONE]`. */
+class OpenAIStreamDecoder implements StreamDecoder {
+  private metered = zeroUsage();
+  private reported = false;
+  private finishReason: FinishReason | undefined;
+  private done = false;
+
+  usage(): MeteredUsage {
+    return { ...this.metered };
+  }
+
+  decode(event: EventSourceMessage): StreamPart[] {
+    if (event.data.trim() === '[DONE]') {
+      this.done = true;
+      return [];
+    }
+    const chunk = JSON.parse(event.data) as WireChunk;
+    if (chunk.error) throw new ProviderError(chunk.error.message ?? 'the stream failed', undefined);
+    if (chunk.usage) {
+      this.metered = { ...openAIUsage(chunk.usage), exact: false };
+      this.reported = true;
+    }
+    const parts: StreamPart[] = [];
+    const choice = chunk.choices?.[0];
+    const content = choice?.delta?.content;
+    const toolCalls = choice?.delta?.tool_calls;
+    if (content || toolCalls?.length)
+      parts.push({ type: 'delta', ...(content && { content }), ...(toolCalls?.length && { toolCalls }) });
+    if (choice?.finish_reason && this.finishReason === undefined)
+      this.finishReason = openAIFinishReason(choice.finish_reason);
+    return parts;
+  }
+
+  end(): StreamPart[] {
+    if (!this.done) throw new ProviderError('the answer stream ended before [DONE]', undefined);
+    this.metered.exact = this.reported;
+    return [{ type: 'finish', finishReason: this.finishReason ?? 'stop' }];
+  }
+}

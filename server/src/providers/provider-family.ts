@@ -1,0 +1,80 @@
+import { type EventSourceMessage, serverSentEvents } from './sse.js';
+import {
+  type MeteredUsage,
+  type ProviderAdapter,
+  type ProviderCall,
+  type ProviderCompletion,
+  ProviderError,
+  type ProviderStream,
+  type StreamPart,
+} from './types.js';
+import type { Upstream } from './upstream.js';
+
+/** An HTTP request to a provider, below its base URL. */
+export interface ProviderRequest {
+  path: string;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** Reads one streamed answer, event by event. */
+export interface StreamDecoder {
+  /** The parts one upstream event carries; throws ProviderError for an error event. */
+  decode(event: EventSourceMessage): StreamPart[];
+  /** The upstream closed the stream: the last parts, or a ProviderError if it was not finished. */
+  end(): StreamPart[];
+  /** Usage reported so far; exact once `end` accepted the stream as complete. */
+  usage(): MeteredUsage;
+}
+
+/**
+ * What makes a provider family: pure translations both ways. The HTTP, SSE and error plumbing
+ * around them is shared by `familyAdapter`.
+ */
+export interface ProviderFamily {
+  /** Throws UntranslatableRequestError for a request the provider cannot express. */
+  request(call: ProviderCall, stream: boolean): ProviderRequest;
+  completion(body: unknown): ProviderCompletion;
+  streamDecoder(): StreamDecoder;
+}
+
+export function familyAdapter(name: string, family: ProviderFamily, upstream: Upstream): ProviderAdapter {
+  /** Transport failures keep their meaning; an answer the family could not read says so. */
+  const failure = (error: unknown, signal: AbortSignal): ProviderError => {
+    if (error instanceof ProviderError || signal.aborted || !isReadingError(error))
+      return upstream.failure(error, signal);
+    return new ProviderError(`${name} sent an answer the gateway could not read`, undefined, {
+      cause: error,
+    });
+  };
+
+  return {
+    async complete(call) {
+      const body = await upstream.post({ ...family.request(call, false), signal: call.signal });
+      try {
+        return family.completion(JSON.parse(await body.text()));
+      } catch (error) {
+        throw failure(error, call.signal);
+      }
+    },
+
+    async stream(call) {
+      const body = await upstream.post({ ...family.request(call, true), signal: call.signal });
+      const decoder = family.streamDecoder();
+      const parts = async function* (): AsyncGenerator<StreamPart> {
+        try {
+          for await (const event of serverSentEvents(body)) yield* decoder.decode(event);
+          yield* decoder.end();
+        } catch (error) {
+          throw failure(error, call.signal);
+        }
+      };
+      const stream: ProviderStream = { usage: () => decoder.usage(), [Symbol.asyncIterator]: parts };
+      return stream;
+    },
+  };
+}
+
+function isReadingError(error: unknown): boolean {
+  return error instanceof SyntaxError || error instanceof TypeError;
+}

@@ -1,0 +1,81 @@
+import type { CatalogModel } from '../catalog/catalog.js';
+import type { ChatRequest, FinishReason, ToolCall, ToolCallDelta } from './openai-types.js';
+
+/**
+ * Tokens a request consumed, in disjoint buckets so that cost is a plain sum of bucket x price.
+ * OpenAI's `prompt_tokens` = input + cacheRead + cacheWrite; `completion_tokens` = output + reasoning.
+ */
+export interface TokenUsage {
+  /** Prompt tokens neither read from nor written to a cache. */
+  inputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  /** Completion tokens other than reasoning. */
+  outputTokens: number;
+  /** Reasoning / thinking tokens the provider reports separately (0 where it does not). */
+  reasoningTokens: number;
+}
+
+/** Usage as metered: `exact` is false when a request was cancelled or failed before the provider's final count. */
+export interface MeteredUsage extends TokenUsage {
+  exact: boolean;
+}
+
+/** One call to an upstream, already resolved to a catalog model. */
+export interface ProviderCall {
+  model: CatalogModel;
+  request: ChatRequest;
+  /** Aborted when the client disconnects or the gateway gives up; cancels the upstream request. */
+  signal: AbortSignal;
+  requestId: string;
+}
+
+/** A provider's answer in gateway terms; the chat service adds id, created, model and cost. */
+export interface ProviderCompletion {
+  content: string | null;
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
+  usage: MeteredUsage;
+}
+
+/** Pieces of a streamed answer, in order; `finish` comes once, after the last delta. */
+export type StreamPart =
+  | { type: 'delta'; content?: string; toolCalls?: ToolCallDelta[] }
+  | { type: 'finish'; finishReason: FinishReason };
+
+export interface ProviderStream extends AsyncIterable<StreamPart> {
+  /** Usage known so far; exact once the provider has reported its final count. */
+  usage(): MeteredUsage;
+}
+
+export interface ProviderAdapter {
+  complete(call: ProviderCall): Promise<ProviderCompletion>;
+  /** Resolves once the upstream accepted the request (so errors before streaming are plain errors). */
+  stream(call: ProviderCall): Promise<ProviderStream>;
+}
+
+/**
+ * An upstream failure. Before streaming it becomes a 502 (504 for `timeout`) `provider_error`;
+ * after streaming began, an SSE error event. `cancelled` means the caller's signal ended the call.
+ */
+export class ProviderError extends Error {
+  constructor(
+    message: string,
+    readonly upstreamStatus: number | undefined,
+    readonly options: { timeout?: boolean; cancelled?: boolean; cause?: unknown } = {},
+  ) {
+    super(message, { cause: options.cause });
+    this.name = 'ProviderError';
+  }
+}
+
+/** A request the provider's API cannot express (the client's fault: a 400 naming the field). */
+export class UntranslatableRequestError extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'UntranslatableRequestError';
+  }
+}

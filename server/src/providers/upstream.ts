@@ -1,0 +1,110 @@
+import { errors, Pool } from 'undici';
+import { ProviderError } from './types.js';
+
+export interface UpstreamTimeouts {
+  /** TCP + TLS connect. */
+  connectMs: number;
+  /** Until the response headers, and the longest pause between two body chunks. */
+  responseMs: number;
+}
+
+export interface UpstreamRequest {
+  /** Path below the base URL, with its query string. */
+  path: string;
+  headers: Record<string, string>;
+  body: unknown;
+  signal: AbortSignal;
+}
+
+/** A body being received; iterate it for chunks. Errors while reading are raw undici errors. */
+export type UpstreamBody = AsyncIterable<Uint8Array> & { text(): Promise<string> };
+
+/** One provider origin behind a keep-alive pool. */
+export interface Upstream {
+  /** Sends a JSON POST; resolves with the body of a 2xx answer, throws ProviderError otherwise. */
+  post(request: UpstreamRequest): Promise<UpstreamBody>;
+  /** Names a transport failure (timeout, refused connection, cancelled call) as a ProviderError. */
+  failure(error: unknown, signal: AbortSignal): ProviderError;
+  close(): Promise<void>;
+}
+
+const ERROR_MESSAGE_LIMIT = 1000;
+
+export function createUpstream(name: string, baseUrl: string, timeouts: UpstreamTimeouts): Upstream {
+  const url = new URL(baseUrl);
+  const basePath = url.pathname.replace(/\/+$/, '');
+  const pool = new Pool(url.origin, {
+    connect: { timeout: timeouts.connectMs },
+    headersTimeout: timeouts.responseMs,
+    bodyTimeout: timeouts.responseMs,
+  });
+  const failure = (error: unknown, signal: AbortSignal) => upstreamFailure(name, error, signal, timeouts);
+  return {
+    async post(request) {
+      let response: Awaited<ReturnType<Pool['request']>>;
+      try {
+        response = await pool.request({
+          method: 'POST',
+          path: basePath + request.path,
+          headers: { 'content-type': 'application/json', accept: '*/*', ...request.headers },
+          body: JSON.stringify(request.body),
+          signal: request.signal,
+        });
+      } catch (error) {
+        throw failure(error, request.signal);
+      }
+      if (response.statusCode < 300) return response.body;
+      let text = '';
+      try {
+        text = await response.body.text();
+      } catch (error) {
+        throw failure(error, request.signal);
+      }
+      throw new ProviderError(errorMessage(text, response.statusCode), response.statusCode);
+    },
+    failure,
+    close: () => pool.close(),
+  };
+}
+
+function upstreamFailure(
+  name: string,
+  error: unknown,
+  signal: AbortSignal,
+  timeouts: UpstreamTimeouts,
+): ProviderError {
+  if (error instanceof ProviderError) return error;
+  if (signal.aborted)
+    return new ProviderError('the call was cancelled', undefined, { cancelled: true, cause: error });
+  if (error instanceof errors.ConnectTimeoutError)
+    return new ProviderError(`${name} could not be reached within ${timeouts.connectMs} ms`, undefined, {
+      timeout: true,
+      cause: error,
+    });
+  if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError)
+    return new ProviderError(`${name} sent nothing for ${timeouts.responseMs} ms`, undefined, {
+      timeout: true,
+      cause: error,
+    });
+  const reason = error instanceof Error ? error.message : String(error);
+  return new ProviderError(`${name} could not be reached: ${reason}`, undefined, { cause: error });
+}
+
+/**
+ * The provider's own words. Anthropic (`{type:"error",error:{type,message}}`), Gemini
+ * (`{error:{code,message,status}}`) and OpenAI (`{error:{message,type}}`) all carry `error.message`.
+ */
+export function errorMessage(text: string, status: number): string {
+  let message: unknown;
+  try {
+    const body = JSON.parse(text) as { error?: unknown; message?: unknown };
+    message =
+      typeof body.error === 'object' && body.error !== null
+        ? (body.error as { message?: unknown }).message
+        : (body.error ?? body.message);
+  } catch {
+    message = text.trim();
+  }
+  const words = typeof message === 'string' && message !== '' ? message : `HTTP ${status}`;
+  return words.length > ERROR_MESSAGE_LIMIT ? `${words.slice(0, ERROR_MESSAGE_LIMIT)}…` : words;
+}

@@ -1,0 +1,30 @@
+import type { ChatCompletionUsage } from './openai-types.js';
+import type { MeteredUsage, TokenUsage } from './types.js';
+
+export function zeroUsage(exact = false): MeteredUsage {
+  return {
+    inputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    outputTokens: 0,
+    reasoningTokens: 0,
+    exact,
+  };
+}
+
+/** The OpenAI usage object: prompt = input + cache read + cache write, completion = output + reasoning. */
+export function toOpenAIUsage(usage: TokenUsage, cost?: unknown): ChatCompletionUsage {
+  const prompt = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
+  const completion = usage.outputTokens + usage.reasoningTokens;
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: {
+      cached_tokens: usage.cacheReadTokens,
+      cache_write_tokens: usage.cacheWriteTokens,
+    },
+    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
+    ...(cost !== undefined && { cost }),
+  };
+}

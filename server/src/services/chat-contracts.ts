@@ -1,0 +1,77 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Address } from 'viem';
+import type { CatalogModel } from '../catalog/catalog.js';
+import { ApiError } from '../http/errors.js';
+import type { ChatRequest } from '../providers/openai-types.js';
+import type { MeteredUsage } from '../providers/types.js';
+
+/**
+ * The seams of the chat pipeline: who pays (PaymentGate, before forwarding) and what it cost
+ * (UsageRecorder, after the provider answered and before the last byte goes out).
+ */
+
+export type PaymentRail = 'session' | 'x402';
+
+export interface AdmissionRequest {
+  headers: IncomingHttpHeaders;
+  model: CatalogModel;
+  request: ChatRequest;
+  /** The served URL, used as the x402 `resource`. */
+  url: string;
+  requestId: string;
+}
+
+/** A payer let through: its debt is settled and it holds one in-flight slot until `release`. */
+export interface Admission {
+  payer: Address;
+  rail: PaymentRail;
+  /** Headers to send back (settlement triggered, x402 PAYMENT-RESPONSE, ...). */
+  responseHeaders: Record<string, string>;
+  /**
+   * Headers stating what the payer owes once this request's usage is recorded (x402: the amount its
+   * next proof must carry). Only a whole answer gets them: a stream's headers left before its usage.
+   */
+  owedHeaders?(): Promise<Record<string, string>>;
+  release(): void;
+}
+
+/**
+ * Identifies the payer and enforces the ordering rule: everything it owes is settled before
+ * `admit` resolves. Throws ApiError 401/402/429 when it may not proceed.
+ */
+export interface PaymentGate {
+  admit(request: AdmissionRequest): Promise<Admission>;
+}
+
+export interface UsageEntry {
+  requestId: string;
+  payer: Address;
+  rail: PaymentRail;
+  model: CatalogModel;
+  usage: MeteredUsage;
+}
+
+/** The price of one request as the response states it (`usage.cost`). */
+export interface StatedCost {
+  /** Total in USD, exact decimal string. */
+  total: string;
+  provider: string;
+  commission: string;
+  /** Total in pico-USD, exact integer string. */
+  totalPicoUsd: string;
+}
+
+/** Writes the usage record durably and returns its cost. */
+export interface UsageRecorder {
+  record(entry: UsageEntry): Promise<StatedCost>;
+}
+
+/** The gate of a gateway whose payments are not wired: chat is refused (503), never served for free. */
+export const paymentsUnavailable: PaymentGate & UsageRecorder = {
+  async admit() {
+    throw new ApiError(503, 'payments_unavailable', 'payments are not configured on this gateway');
+  },
+  async record() {
+    throw new ApiError(503, 'payments_unavailable', 'usage cannot be recorded: payments are not configured');
+  },
+};

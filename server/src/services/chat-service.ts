@@ -1,0 +1,218 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { CatalogModel } from '../catalog/catalog.js';
+import { ApiError } from '../http/errors.js';
+import {
+  type AnswerIdentity,
+  answerIdentity,
+  chatCompletion,
+  openingChunk,
+  partChunk,
+  usageChunk,
+} from '../providers/openai-response.js';
+import type { ChatCompletion, ChatRequest } from '../providers/openai-types.js';
+import type { ProviderRegistry } from '../providers/registry.js';
+import {
+  type MeteredUsage,
+  type ProviderCall,
+  type ProviderCompletion,
+  ProviderError,
+  type ProviderStream,
+  UntranslatableRequestError,
+} from '../providers/types.js';
+import type { Admission, PaymentGate, StatedCost, UsageRecorder } from './chat-contracts.js';
+
+/** The request log of the route (pino's signature). */
+export interface ChatLog {
+  info(details: object, message: string): void;
+  error(details: object, message: string): void;
+}
+
+export interface ChatInput {
+  request: ChatRequest;
+  model: CatalogModel;
+  headers: IncomingHttpHeaders;
+  /** The served URL (x402 `resource`). */
+  url: string;
+  requestId: string;
+  /** Aborted when the client goes away; cancels the upstream call. */
+  signal: AbortSignal;
+  log: ChatLog;
+  response: ChatResponse;
+}
+
+/** What the service may do to the HTTP answer besides returning a JSON body. */
+export interface ChatResponse {
+  /** Headers of whatever answer follows: JSON body, event stream or error envelope. */
+  headers(values: Record<string, string>): void;
+  /** Opens the event stream (200, `text/event-stream`). */
+  openStream(): EventSink;
+}
+
+/** A server-sent event stream as the route writes it. */
+export interface EventSink {
+  /** Writes `data: <json>\n\n`; resolves when the client can take more, or is gone. Never rejects. */
+  send(data: unknown): Promise<void>;
+  /** Ends the stream, after `data: [DONE]` when `done`. */
+  close(done: boolean): void;
+}
+
+/**
+ * Runs one validated chat request: admit the payer (which settles its debts), forward, record the
+ * usage, answer. Resolves with the JSON body to send, or `undefined` once it streamed the answer.
+ * Errors before an answer began are thrown as ApiError (the envelope); after an event stream
+ * began they go out as an SSE error event.
+ */
+export interface ChatService {
+  handle(input: ChatInput): Promise<unknown>;
+}
+
+export interface ChatServiceOptions {
+  registry: Pick<ProviderRegistry, 'adapterFor'>;
+  gate: PaymentGate;
+  recorder: UsageRecorder;
+}
+
+/**
+ * A request whose usage cannot be recorded gets no successful answer: the provider was paid
+ * but the payer will never be charged, so the gateway logs the usage at error level (for the
+ * operator to reconcile) and answers 500 `internal_error`, or ends the stream with that error
+ * and without the usage chunk or `[DONE]`.
+ */
+const NOT_RECORDED =
+  'the gateway could not record the usage of this request, so it withholds the answer; nothing is charged';
+
+export function createChatService({ registry, gate, recorder }: ChatServiceOptions): ChatService {
+  const admit = (input: ChatInput) =>
+    gate.admit({
+      headers: input.headers,
+      model: input.model,
+      request: input.request,
+      url: input.url,
+      requestId: input.requestId,
+    });
+
+  const providerCall = (input: ChatInput): ProviderCall => ({
+    model: input.model,
+    request: input.request,
+    signal: input.signal,
+    requestId: input.requestId,
+  });
+
+  const record = async (input: ChatInput, admission: Admission, usage: MeteredUsage): Promise<StatedCost> => {
+    try {
+      return await recorder.record({
+        requestId: input.requestId,
+        payer: admission.payer,
+        rail: admission.rail,
+        model: input.model,
+        usage,
+      });
+    } catch (error) {
+      input.log.error(
+        { err: error, payer: admission.payer, model: input.model.id, usage },
+        'usage NOT recorded: the provider served this request but its payer will not be charged',
+      );
+      throw new ApiError(500, 'internal_error', NOT_RECORDED);
+    }
+  };
+
+  /** Streams the upstream's parts to the client; returns what ended it early, if anything did. */
+  const relay = async (
+    sink: EventSink,
+    identity: AnswerIdentity,
+    upstream: ProviderStream,
+  ): Promise<{ failure?: unknown }> => {
+    try {
+      await sink.send(openingChunk(identity));
+      for await (const part of upstream) await sink.send(partChunk(identity, part));
+      return {};
+    } catch (error) {
+      return { failure: error };
+    }
+  };
+
+  const complete = async (input: ChatInput, admission: Admission): Promise<ChatCompletion> => {
+    let completion: ProviderCompletion;
+    try {
+      completion = await registry.adapterFor(input.model).complete(providerCall(input));
+    } catch (error) {
+      throw providerFailure(error, input.model) ?? error;
+    }
+    const cost = await record(input, admission, completion.usage);
+    await addOwedHeaders(input, admission);
+    return chatCompletion(answerIdentity(input.model.id), completion, cost);
+  };
+
+  const stream = async (input: ChatInput, admission: Admission): Promise<void> => {
+    let upstream: ProviderStream;
+    try {
+      upstream = await registry.adapterFor(input.model).stream(providerCall(input));
+    } catch (error) {
+      throw providerFailure(error, input.model) ?? error;
+    }
+    const identity = answerIdentity(input.model.id);
+    const sink = input.response.openStream();
+    const { failure } = await relay(sink, identity, upstream);
+    const usage = upstream.usage();
+    let cost: StatedCost;
+    try {
+      cost = await record(input, admission, usage);
+    } catch (error) {
+      if (!input.signal.aborted) await sink.send({ error: (error as ApiError).toBody() });
+      return sink.close(false);
+    }
+    if (failure === undefined) {
+      await sink.send(usageChunk(identity, usage, cost));
+      return sink.close(true);
+    }
+    if (input.signal.aborted) {
+      input.log.info({ usage }, 'the client went away during the stream; the upstream call was cancelled');
+    } else {
+      let error = providerFailure(failure, input.model);
+      if (error === undefined) {
+        input.log.error({ err: failure }, 'the stream failed');
+        error = new ApiError(500, 'internal_error', 'the gateway failed while streaming this answer');
+      }
+      await sink.send({ error: error.toBody() });
+    }
+    sink.close(false);
+  };
+
+  return {
+    async handle(input) {
+      const admission = await admit(input);
+      input.response.headers(admission.responseHeaders);
+      try {
+        return await (input.request.stream ? stream(input, admission) : complete(input, admission));
+      } finally {
+        admission.release();
+      }
+    },
+  };
+}
+
+/** The usage is recorded, so the answer goes out even if what is owed cannot be stated now. */
+async function addOwedHeaders(input: ChatInput, admission: Admission): Promise<void> {
+  if (!admission.owedHeaders) return;
+  try {
+    input.response.headers(await admission.owedHeaders());
+  } catch (error) {
+    input.log.error({ err: error }, 'could not state what the payer owes; answering without those headers');
+  }
+}
+
+/** Provider failures as the client sees them: 502 (504 for timeouts) `provider_error`, or a 400. */
+function providerFailure(error: unknown, model: CatalogModel): ApiError | undefined {
+  if (error instanceof UntranslatableRequestError)
+    return new ApiError(400, 'validation_error', `${error.field} ${error.message}`, { field: error.field });
+  if (error instanceof ProviderError) {
+    const status = error.upstreamStatus;
+    return new ApiError(
+      error.options.timeout ? 504 : 502,
+      'provider_error',
+      `${model.provider} ${status === undefined ? 'failed' : `answered ${status}`}: ${error.message}`,
+      { details: { upstreamStatus: status ?? null, upstreamMessage: error.message } },
+    );
+  }
+  return undefined;
+}

@@ -1,0 +1,181 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import SqliteDatabase from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import { advisoryLeadership, type Leadership, soleLeadership } from './leadership.js';
+import {
+  advisoryLock,
+  advisoryPayerLock,
+  type KeyedLock,
+  LockTimeoutError,
+  type PayerLock,
+  PayerLockTimeoutError,
+  processLock,
+  processPayerLock,
+} from './payer-lock.js';
+import type { Database } from './schema.js';
+
+export type StoreDialect = 'sqlite' | 'postgres';
+
+/** The ledger's database: Kysely over SQLite or PostgreSQL, plus the per-payer lock that fits it. */
+export interface Store {
+  readonly db: Kysely<Database>;
+  readonly dialect: StoreDialect;
+  /**
+   * Serializes work on one payer (opening, sending and confirming its settlement): in process
+   * for SQLite, across every gateway instance (advisory lock) for PostgreSQL.
+   */
+  withPayerLock: PayerLock;
+  /** The same serialization for any other name (the relayer key's sends): in process, or across instances. */
+  withLock: KeyedLock;
+  /** A role held by one process at a time among those sharing the store (the collector). */
+  leadership(name: string): Leadership;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  /** PostgreSQL: connections for queries. */
+  poolSize?: number;
+  /** PostgreSQL: connections holding payer locks, i.e. payers settled at once by this instance. */
+  lockPoolSize?: number;
+  /** PostgreSQL: how long to wait for a payer lock held by another instance. */
+  lockTimeoutMs?: number;
+  /** SQLite: how long a writer waits for the file lock. */
+  busyTimeoutMs?: number;
+}
+
+export function isPostgresUrl(databaseUrl: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(databaseUrl);
+}
+
+/** Opens the store named by `DATABASE_URL`: a `postgres://` URL, `:memory:`, or a SQLite file path. */
+export function openStore(databaseUrl: string, options: StoreOptions = {}): Store {
+  return isPostgresUrl(databaseUrl) ? openPostgres(databaseUrl, options) : openSqlite(databaseUrl, options);
+}
+
+function openSqlite(path: string, options: StoreOptions): Store {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const file = new SqliteDatabase(path);
+  file.defaultSafeIntegers(true);
+  if (path !== ':memory:') file.pragma('journal_mode = WAL');
+  // A committed usage record must survive a power loss, not only a process crash.
+  file.pragma('synchronous = FULL');
+  file.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+  file.pragma('foreign_keys = ON');
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: preparingOnce(file) }) });
+  return {
+    db,
+    dialect: 'sqlite',
+    withPayerLock: processPayerLock(),
+    withLock: processLock(),
+    leadership: () => soleLeadership,
+    close: () => db.destroy(),
+  };
+}
+
+/** Statements kept prepared; beyond this many distinct texts (batch sizes vary them) the cache starts over. */
+const MAX_PREPARED = 500;
+
+/**
+ * Kysely prepares every query it runs; the gateway runs the same few on every request, so each
+ * text is prepared once and its statement run again (better-sqlite3 statements are reusable).
+ */
+function preparingOnce(file: SqliteDatabase.Database): SqliteDatabase.Database {
+  const prepared = new Map<string, SqliteDatabase.Statement>();
+  return new Proxy(file, {
+    get(target, property) {
+      if (property !== 'prepare') return Reflect.get(target, property, target);
+      return (sql: string) => {
+        let statement = prepared.get(sql);
+        if (!statement) {
+          if (prepared.size >= MAX_PREPARED) prepared.clear();
+          statement = target.prepare(sql);
+          prepared.set(sql, statement);
+        }
+        return statement;
+      };
+    },
+  });
+}
+
+const INT8_OID = 20;
+const NAMED_LOCK_CONNECTIONS = 4;
+
+/** int8 as bigint, per pool (not pg's global parsers); numeric (sums) stays a string. */
+const pgTypes = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8_OID && format !== 'binary') return (value: string) => BigInt(value);
+    return pg.types.getTypeParser(oid, format);
+  },
+};
+
+function openPostgres(connectionString: string, options: StoreOptions): Store {
+  const pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, types: pgTypes });
+  const lockPool = new pg.Pool({ connectionString, max: options.lockPoolSize ?? 16 });
+  // Named locks are taken inside payer locks (the relayer's, while a payer is settled) and
+  // leadership holds a connection for good: on payer-lock connections they could wait forever
+  // for one that a payer lock holds. One connection per name in use (sends, leadership) suffices.
+  const namedLockPool = new pg.Pool({ connectionString, max: NAMED_LOCK_CONNECTIONS });
+  // A connection that fails emits 'error': on the pool while idle, on its client while a query or
+  // a lock holds it (the pool's listener is detached then). Without a listener the process would end
+  // on a database restart; the query in progress fails instead, and pg drops the connection.
+  const ignoreConnectionError = () => {};
+  for (const connections of [pool, lockPool, namedLockPool]) {
+    connections.on('error', ignoreConnectionError);
+    connections.on('connect', (client) => client.on('error', ignoreConnectionError));
+  }
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const lockTimeoutMs = options.lockTimeoutMs ?? 60_000;
+  const leaderships: Leadership[] = [];
+  return {
+    db,
+    dialect: 'postgres',
+    withPayerLock: advisoryPayerLock(lockPool, lockTimeoutMs),
+    withLock: advisoryLock(namedLockPool, lockTimeoutMs),
+    leadership(name) {
+      const leadership = advisoryLeadership(namedLockPool, name);
+      leaderships.push(leadership);
+      return leadership;
+    },
+    async close() {
+      await Promise.all(leaderships.map((leadership) => leadership.release()));
+      await db.destroy();
+      await Promise.all([lockPool.end(), namedLockPool.end()]);
+    },
+  };
+}
+
+// Connection failures (node, PostgreSQL's connection exception class 08, shutdowns, too many
+// clients) and SQLite's lock wait running out: the query was fine, the database was not there.
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  'SQLITE_BUSY',
+]);
+
+/** The database could not be reached, or a lock held elsewhere did not come free: retrying may succeed. */
+export function isStoreUnavailable(error: unknown): boolean {
+  if (error instanceof LockTimeoutError || error instanceof PayerLockTimeoutError) return true;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
+  return (
+    error instanceof Error &&
+    /^Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(
+      error.message,
+    )
+  );
+}
+
+/** A trivial query, for `/health`. */
+export async function pingStore(store: Store): Promise<void> {
+  await sql`select 1`.execute(store.db);
+}

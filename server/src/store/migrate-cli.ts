@@ -1,0 +1,19 @@
+import { ConfigError, loadDatabaseUrl } from '../config.js';
+import { openStore } from './database.js';
+import { migrateToLatest } from './migrate.js';
+
+/** `npm run migrate`: applies pending migrations to DATABASE_URL and exits. */
+async function migrate(): Promise<void> {
+  const store = openStore(loadDatabaseUrl());
+  try {
+    const applied = await migrateToLatest(store);
+    console.log(applied.length === 0 ? 'database is up to date' : `applied: ${applied.join(', ')}`);
+  } finally {
+    await store.close();
+  }
+}
+
+migrate().catch((error: unknown) => {
+  console.error(error instanceof ConfigError ? error.message : (error as Error).message);
+  process.exitCode = 1;
+});

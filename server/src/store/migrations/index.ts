@@ -1,0 +1,16 @@
+import type { Migration } from 'kysely';
+import * as ledger from './0001-ledger.js';
+import * as settlementTransactions from './0002-settlement-transactions.js';
+import * as x402SettlementLookup from './0003-x402-settlement-lookup.js';
+import * as owedRecords from './0004-owed-records.js';
+
+/**
+ * Every migration of the store, applied in name order. To add one: a new file
+ * `NNNN-what-it-does.ts` exporting `up` (and `down`), and one line here.
+ */
+export const migrations: Record<string, Migration> = {
+  '0001-ledger': ledger,
+  '0002-settlement-transactions': settlementTransactions,
+  '0003-x402-settlement-lookup': x402SettlementLookup,
+  '0004-owed-records': owedRecords,
+};

@@ -1,0 +1,107 @@
+import type { ColumnType } from 'kysely';
+import type { Address, Hex } from 'viem';
+
+/**
+ * Every integer column is int8 and comes back as `bigint` in both dialects (better-sqlite3 with
+ * safe integers, pg with an int8 parser), so money never passes through a JS number.
+ * One row holds at most 2^63 - 1 pico-USD (9.2 million USD); sums use `exactSum` instead.
+ */
+export type Int = ColumnType<bigint, bigint | number, bigint | number>;
+export type NullableInt = ColumnType<bigint | null, bigint | number | null, bigint | number | null>;
+/** Epoch milliseconds, so ordering and day arithmetic are the same in SQLite and PostgreSQL. */
+export type Millis = Int;
+export type NullableMillis = NullableInt;
+
+/** Addresses are stored checksummed (viem `getAddress`) everywhere. */
+export interface PayersTable {
+  wallet: Address;
+  /** Pico-USD paid in excess by confirmed settlements (rounded up to whole USDC units), owed back. */
+  credit_pico: Int;
+  created_at: Millis;
+}
+
+export interface SessionsTable {
+  id: string;
+  wallet: Address;
+  /** The signed delegation as JSON. */
+  delegation: string;
+  delegation_hash: Hex;
+  signature: Hex;
+  /** The caveats the gateway accepted (caps, periods) as JSON. */
+  limits: string;
+  expires_at: Millis;
+  revoked_at: NullableMillis;
+  created_at: Millis;
+}
+
+export type RailColumn = 'session' | 'x402';
+
+export interface UsageRecordsTable {
+  request_id: string;
+  payer: Address;
+  rail: RailColumn;
+  model: string;
+  input_tokens: Int;
+  cache_read_tokens: Int;
+  cache_write_tokens: Int;
+  output_tokens: Int;
+  reasoning_tokens: Int;
+  provider_cost_pico: Int;
+  commission_pico: Int;
+  total_pico: Int;
+  /** 1 when the provider reported the final count, 0 for cancelled or failed streams. */
+  exact: Int;
+  created_at: Millis;
+  /** The settlement claiming this record; paid once that settlement is confirmed. */
+  settlement_id: string | null;
+}
+
+export type SettlementStatusColumn = 'pending' | 'sent' | 'confirmed' | 'failed';
+
+export interface SettlementsTable {
+  id: string;
+  payer: Address;
+  rail: RailColumn;
+  status: SettlementStatusColumn;
+  /** USDC atomic units moved on chain. */
+  amount_atomic: Int;
+  /** Sum of the claimed records' totals. */
+  records_total_pico: Int;
+  record_count: Int;
+  /** The payer's credit when the settlement was opened. */
+  credit_before_pico: Int;
+  /** Credit after it: amount_atomic * 1e6 + credit_before_pico - records_total_pico. */
+  carried_pico: Int;
+  tx_hash: Hex | null;
+  /** Session rail: the signed transaction, stored before it is broadcast (rebroadcast on recovery). */
+  tx_raw: Hex | null;
+  block_number: NullableInt;
+  failure_reason: string | null;
+  created_at: Millis;
+  updated_at: Millis;
+  sent_at: NullableMillis;
+  confirmed_at: NullableMillis;
+  failed_at: NullableMillis;
+}
+
+/** EIP-3009 authorizations seen by the x402 rail: the replay guard. */
+export interface X402AuthorizationsTable {
+  asset: Address;
+  payer: Address;
+  nonce: Hex;
+  value_atomic: Int;
+  valid_before: Int;
+  settlement_id: string | null;
+  tx_hash: Hex | null;
+  created_at: Millis;
+  /** The chain's head when the proof went to the facilitator: where reconciliation looks for its use. */
+  from_block: NullableInt;
+}
+
+export interface Database {
+  payers: PayersTable;
+  sessions: SessionsTable;
+  usage_records: UsageRecordsTable;
+  settlements: SettlementsTable;
+  x402_authorizations: X402AuthorizationsTable;
+}

@@ -1,0 +1,64 @@
+import { type Address, getAddress, type Hex } from 'viem';
+import type { Store } from './database.js';
+
+/** A payer's authorization of the gateway's session key (an ERC-7710 delegation), as stored. */
+export interface NewSession {
+  id: string;
+  wallet: Address;
+  /** The signed delegation, serialized. */
+  delegation: string;
+  delegationHash: Hex;
+  signature: Hex;
+  /** The caveats the gateway accepted, serialized. */
+  limits: string;
+  expiresAt: Date;
+  createdAt?: Date;
+}
+
+/** Stores a session, creating its payer; a delegation can back one session only (unique hash). */
+export async function insertSession(store: Store, session: NewSession): Promise<void> {
+  const wallet = getAddress(session.wallet);
+  const createdAt = (session.createdAt ?? new Date()).getTime();
+  await store.db.transaction().execute(async (trx) => {
+    await trx
+      .insertInto('payers')
+      .values({ wallet, credit_pico: 0, created_at: createdAt })
+      .onConflict((conflict) => conflict.column('wallet').doNothing())
+      .execute();
+    await trx
+      .insertInto('sessions')
+      .values({
+        id: session.id,
+        wallet,
+        delegation: session.delegation,
+        delegation_hash: session.delegationHash,
+        signature: session.signature,
+        limits: session.limits,
+        expires_at: session.expiresAt.getTime(),
+        revoked_at: null,
+        created_at: createdAt,
+      })
+      .execute();
+  });
+}
+
+/** Exists, not revoked, not expired. */
+export async function isSessionActive(store: Store, sessionId: string, now = new Date()): Promise<boolean> {
+  const row = await store.db
+    .selectFrom('sessions')
+    .select('id')
+    .where('id', '=', sessionId)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', BigInt(now.getTime()))
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export async function revokeSession(store: Store, sessionId: string, now = new Date()): Promise<void> {
+  await store.db
+    .updateTable('sessions')
+    .set({ revoked_at: now.getTime() })
+    .where('id', '=', sessionId)
+    .where('revoked_at', 'is', null)
+    .execute();
+}

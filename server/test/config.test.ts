@@ -1,0 +1,199 @@
+import { getAddress } from 'viem';
+import { describe, expect, test } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+/** The smallest environment the gateway starts with. */
+const minimal = {
+  JWT_SECRET: 'a'.repeat(32),
+  CHAIN_RPC_URL: 'https://mainnet.base.org',
+  TREASURY_ADDRESS: '0x00000000000000000000000000000000000000aa',
+  SESSION_KEY_PRIVATE_KEY: `0x${'11'.repeat(32)}`,
+};
+
+function refusal(env: Record<string, string | undefined>): ConfigError {
+  try {
+    loadConfig({ ...minimal, ...env });
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error(`accepted ${JSON.stringify(env)}`);
+}
+
+describe('loadConfig', () => {
+  test('fills every default from a minimal environment', () => {
+    const config = loadConfig(minimal);
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      databaseUrl: './data/gateway.sqlite',
+      logLevel: 'info',
+      defaultModel: 'anthropic/claude-sonnet-4.5',
+      commissionBps: 1000,
+      providers: {
+        anthropic: { baseUrl: 'https://api.anthropic.com' },
+        google: { baseUrl: 'https://generativelanguage.googleapis.com' },
+      },
+      chain: {
+        chainId: 8453,
+        usdcAddress: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+        treasuryAddress: getAddress(minimal.TREASURY_ADDRESS),
+      },
+      limits: {
+        bodyLimitBytes: 4 * 1024 * 1024,
+        rateLimitMax: 600,
+        rateLimitWindowMs: 60_000,
+        routeRateLimits: {},
+        maxInFlightPerPayer: 8,
+      },
+    });
+    expect(config.redisUrl).toBeUndefined();
+    expect(config.trustProxy).toBeUndefined();
+  });
+
+  test('reads every variable it is given', () => {
+    const config = loadConfig({
+      ...minimal,
+      PORT: '0',
+      HOST: '0.0.0.0',
+      TRUST_PROXY: '10.0.0.0/8, 192.168.1.1',
+      DATABASE_URL: 'postgres://gw@db:5432/gateway',
+      REDIS_URL: 'redis://cache:6379',
+      ADMIN_TOKEN: 'b'.repeat(16),
+      LOG_LEVEL: 'debug',
+      ANTHROPIC_API_KEY: 'sk-ant',
+      ANTHROPIC_BASE_URL: 'http://127.0.0.1:4010/',
+      GEMINI_API_KEY: 'g-key',
+      GEMINI_BASE_URL: 'http://127.0.0.1:4011',
+      MODELS_FILE: '/etc/paygate/models.json',
+      DEFAULT_MODEL: 'google/gemini-2.5-flash',
+      COMMISSION_BPS: '0',
+      CHAIN_ID: '31337',
+      USDC_ADDRESS: '0x00000000000000000000000000000000000000bb',
+      DELEGATION_MANAGER_ADDRESS: '0x00000000000000000000000000000000000000cc',
+      FACILITATOR_URL: 'https://x402.example/facilitator',
+      BODY_LIMIT_BYTES: '1024',
+      RATE_LIMIT_MAX: '10',
+      RATE_LIMIT_WINDOW_MS: '1000',
+      RATE_LIMITS: ' /v1/chat/completions = 600 ,/v1/models/*=30',
+      MAX_IN_FLIGHT_PER_PAYER: '1',
+      UPSTREAM_TIMEOUT_MS: '100',
+      COLLECTOR_IDLE_MS: '1000',
+      WEB_DIR: '/srv/web',
+    });
+    expect(config).toMatchObject({
+      port: 0,
+      host: '0.0.0.0',
+      trustProxy: '10.0.0.0/8, 192.168.1.1',
+      databaseUrl: 'postgres://gw@db:5432/gateway',
+      redisUrl: 'redis://cache:6379',
+      adminToken: 'b'.repeat(16),
+      logLevel: 'debug',
+      providers: {
+        anthropic: { apiKey: 'sk-ant', baseUrl: 'http://127.0.0.1:4010' },
+        google: { apiKey: 'g-key', baseUrl: 'http://127.0.0.1:4011' },
+      },
+      modelsFile: '/etc/paygate/models.json',
+      defaultModel: 'google/gemini-2.5-flash',
+      commissionBps: 0,
+      chain: {
+        chainId: 31337,
+        usdcAddress: getAddress('0x00000000000000000000000000000000000000bb'),
+        delegationManagerAddress: getAddress('0x00000000000000000000000000000000000000cc'),
+        facilitatorUrl: 'https://x402.example/facilitator',
+      },
+      limits: {
+        bodyLimitBytes: 1024,
+        rateLimitMax: 10,
+        rateLimitWindowMs: 1000,
+        routeRateLimits: { '/v1/chat/completions': 600, '/v1/models/*': 30 },
+        maxInFlightPerPayer: 1,
+        upstreamTimeoutMs: 100,
+        collectorIdleMs: 1000,
+      },
+      webDir: '/srv/web',
+    });
+  });
+
+  test.each([
+    ['true', true],
+    ['false', undefined],
+    ['::1', '::1'],
+  ])('TRUST_PROXY=%s', (value, expected) => {
+    expect(loadConfig({ ...minimal, TRUST_PROXY: value }).trustProxy).toBe(expected);
+  });
+
+  test('an empty value counts as unset', () => {
+    expect(loadConfig({ ...minimal, PORT: '', REDIS_URL: '  ' })).toMatchObject({
+      port: 8080,
+      redisUrl: undefined,
+    });
+  });
+});
+
+describe('each invalid variable stops start-up with one message naming it', () => {
+  const cases: Array<[string, Record<string, string | undefined>, string]> = [
+    ['PORT', { PORT: 'eighty' }, 'must be a whole number, got "eighty"'],
+    ['PORT', { PORT: '65536' }, 'must be between 0 and 65535'],
+    ['TRUST_PROXY', { TRUST_PROXY: 'yes' }, 'must be true, false, or IP addresses/CIDRs, got "yes"'],
+    ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.0/33' }, 'got "10.0.0.0/33"'],
+    ['DATABASE_URL', { DATABASE_URL: 'mysql://db/gw' }, 'must be a SQLite file path or a postgres:// URL'],
+    ['REDIS_URL', { REDIS_URL: 'cache:6379' }, 'must use redis or rediss'],
+    ['REDIS_URL', { REDIS_URL: 'not a url' }, 'must be a URL, got "not a url"'],
+    ['JWT_SECRET', { JWT_SECRET: undefined }, 'is required'],
+    ['JWT_SECRET', { JWT_SECRET: 'short' }, 'must be at least 32 characters'],
+    ['ADMIN_TOKEN', { ADMIN_TOKEN: 'short' }, 'must be at least 16 characters'],
+    ['LOG_LEVEL', { LOG_LEVEL: 'verbose' }, 'must be one of fatal, error, warn, info, debug, trace, silent'],
+    ['ANTHROPIC_BASE_URL', { ANTHROPIC_BASE_URL: 'ftp://x' }, 'must use http or https'],
+    ['GEMINI_BASE_URL', { GEMINI_BASE_URL: '//nohost' }, 'must be a URL'],
+    ['COMMISSION_BPS', { COMMISSION_BPS: '-1' }, 'must be a whole number'],
+    ['COMMISSION_BPS', { COMMISSION_BPS: '100001' }, 'must be between 0 and 100000'],
+    ['CHAIN_RPC_URL', { CHAIN_RPC_URL: undefined }, 'is required'],
+    ['CHAIN_RPC_URL', { CHAIN_RPC_URL: 'file:///tmp/x' }, 'must use http or https or ws or wss'],
+    ['CHAIN_ID', { CHAIN_ID: '0' }, 'must be between 1 and'],
+    ['CHAIN_ID', { CHAIN_ID: '0x2105' }, 'must be a whole number'],
+    ['USDC_ADDRESS', { CHAIN_ID: '31337' }, 'is required'],
+    ['USDC_ADDRESS', { USDC_ADDRESS: '0x1234' }, 'must be a 0x-prefixed 20-byte address'],
+    ['TREASURY_ADDRESS', { TREASURY_ADDRESS: undefined }, 'is required'],
+    ['TREASURY_ADDRESS', { TREASURY_ADDRESS: 'treasury.eth' }, 'must be a 0x-prefixed 20-byte address'],
+    ['SESSION_KEY_PRIVATE_KEY', { SESSION_KEY_PRIVATE_KEY: undefined }, 'is required'],
+    [
+      'SESSION_KEY_PRIVATE_KEY',
+      { SESSION_KEY_PRIVATE_KEY: '11'.repeat(32) },
+      'must be a 0x-prefixed 32-byte hex key',
+    ],
+    [
+      'DELEGATION_MANAGER_ADDRESS',
+      { DELEGATION_MANAGER_ADDRESS: '0xzz' },
+      'must be a 0x-prefixed 20-byte address',
+    ],
+    ['FACILITATOR_URL', { FACILITATOR_URL: 'ws://f' }, 'must use http or https'],
+    ['BODY_LIMIT_BYTES', { BODY_LIMIT_BYTES: '1023' }, 'must be between 1024 and'],
+    ['RATE_LIMIT_MAX', { RATE_LIMIT_MAX: '0' }, 'must be between 1 and'],
+    ['RATE_LIMIT_WINDOW_MS', { RATE_LIMIT_WINDOW_MS: '1.5' }, 'must be a whole number, got "1.5"'],
+    [
+      'RATE_LIMITS',
+      { RATE_LIMITS: '/v1/models' },
+      'must be a comma-separated list of <path>=<requests>, got "/v1/models"',
+    ],
+    ['RATE_LIMITS', { RATE_LIMITS: 'v1/models=5' }, 'got "v1/models=5"'],
+    ['RATE_LIMITS', { RATE_LIMITS: '/v1/models=5,' }, 'got ""'],
+    ['RATE_LIMITS', { RATE_LIMITS: '/v1/models=-5' }, 'got "/v1/models=-5"'],
+    [
+      'RATE_LIMITS',
+      { RATE_LIMITS: '/v1/models=0' },
+      'must allow a whole number of requests >= 1 on /v1/models',
+    ],
+    ['RATE_LIMITS', { RATE_LIMITS: '/health=1,/health=2' }, 'lists /health twice'],
+    ['MAX_IN_FLIGHT_PER_PAYER', { MAX_IN_FLIGHT_PER_PAYER: '0' }, 'must be between 1 and'],
+    ['UPSTREAM_TIMEOUT_MS', { UPSTREAM_TIMEOUT_MS: '99' }, 'must be between 100 and'],
+    ['COLLECTOR_IDLE_MS', { COLLECTOR_IDLE_MS: 'soon' }, 'must be a whole number'],
+  ];
+  test.each(cases)('%s: %j', (variable, env, problem) => {
+    const error = refusal(env);
+    expect(error.variable).toBe(variable);
+    expect(error.message.startsWith(`Invalid configuration: ${variable} `)).toBe(true);
+    expect(error.message).toContain(problem);
+    expect(error.message).not.toContain('\n');
+  });
+});

@@ -1,0 +1,102 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, test } from 'vitest';
+import type { LocalStackFacts } from '../../devkit/stack/facts.js';
+import { repoRoot } from '../../devkit/stack/paths.js';
+import { alive } from './processes.js';
+
+const dirs: string[] = [];
+const groups: ChildProcess[] = [];
+afterAll(() => {
+  for (const child of groups)
+    if (child.exitCode === null && child.signalCode === null) process.kill(-(child.pid as number), 'SIGKILL');
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** `npm start` from the repository root, in its own process group (as a terminal runs it). */
+function npmStart() {
+  const dataDir = mkdtempSync(join(tmpdir(), 'paygate-npm-start-'));
+  dirs.push(dataDir);
+  const child = spawn('npm', ['start'], {
+    cwd: repoRoot,
+    detached: true,
+    env: { ...process.env, PORT: '0', RPC_PORT: '0', DATA_DIR: dataDir, SKIP_DASHBOARD_BUILD: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  groups.push(child);
+  let stdout = '';
+  let stderr = '';
+  child.stderr?.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  const banner = new Promise<string>((resolve, reject) => {
+    child.stdout?.on('data', (chunk) => {
+      stdout += chunk;
+      if (stdout.includes('console.log(reply')) resolve(stdout);
+    });
+    void exited.then(([code]) =>
+      reject(new Error(`npm start exited (${code}) before it was up:\n${stderr}`)),
+    );
+  });
+  const facts = async () =>
+    JSON.parse(await readFile(join(dataDir, 'local-stack.json'), 'utf8')) as LocalStackFacts;
+  return { child, banner, exited, facts, stderr: () => stderr };
+}
+
+describe('npm start', () => {
+  test('prints the URLs, the treasury, the funded owners and an example, and exits 0 on SIGINT with anvil gone', async () => {
+    const started = npmStart();
+    const banner = await started.banner;
+    const facts = await started.facts();
+
+    expect(banner).toContain(`Gateway      ${facts.gatewayUrl}`);
+    expect(banner).toContain(`GraphQL      ${facts.gatewayUrl}/graphql`);
+    expect(banner).toContain(`Chain RPC    ${facts.rpcUrl} (chain id 31337)`);
+    expect(banner).toContain(`Faucet       ${facts.faucetUrl}`);
+    expect(banner).toContain('Dashboard');
+    expect(banner).toContain(`Treasury     ${facts.treasury}`);
+    for (const owner of facts.testOwners) {
+      expect(banner).toContain(owner.privateKey);
+      expect(banner).toContain(owner.smartAccount);
+    }
+    expect(banner).toContain(
+      `npm run -s authorize -- --gateway ${facts.gatewayUrl} --owner-key ${facts.testOwners[0]?.privateKey}`,
+    );
+    expect(banner).toContain(`curl -s ${facts.gatewayUrl}/v1/chat/completions`);
+    expect(banner).toContain(`new OpenAI({ baseURL: '${facts.gatewayUrl}/v1'`);
+
+    const health = await fetch(`${facts.gatewayUrl}/health`);
+    expect(health.status).toBe(200);
+    expect(alive(facts.anvilPid)).toBe(true);
+
+    process.kill(facts.pid, 'SIGINT');
+    const [code] = await started.exited;
+    expect(code).toBe(0);
+    expect(alive(facts.pid)).toBe(false);
+    expect(alive(facts.anvilPid)).toBe(false);
+    expect(started.stderr()).toContain('stopped');
+    await expect(fetch(`${facts.gatewayUrl}/health`)).rejects.toThrow();
+  });
+
+  test('Ctrl-C (SIGINT to the whole process group) stops the stack and its anvil', async () => {
+    const started = npmStart();
+    await started.banner;
+    const facts = await started.facts();
+
+    process.kill(-(started.child.pid as number), 'SIGINT');
+    await started.exited;
+    // npm itself dies of the signal like any Ctrl-C'd npm script; the stack must have stopped cleanly under it.
+    // anvil got the SIGINT too and shuts down on its own time: wait for it (the test's timeout bounds the wait).
+    await waitUntil(() => !alive(facts.pid) && !alive(facts.anvilPid));
+    expect(started.stderr()).toContain('stopped');
+  });
+});
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 50));
+}

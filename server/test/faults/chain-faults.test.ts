@@ -1,0 +1,84 @@
+import { expect, test } from 'vitest';
+import { SMALL_COST, SMALL_USAGE, useFaultStack } from './harness.js';
+
+// The chain's RPC fails at each step of a settlement while a gateway process settles a payer's
+// debt: before anything is sent, right after the broadcast, and on the broadcast itself.
+const stack = useFaultStack();
+
+test('RPC down while the debt is settled: 503, nothing forwarded, the debt paid once it is back', async () => {
+  const { rpc, probe } = stack;
+  const payer = await stack.owingPayer(0);
+  const forwarded = probe.forwarded();
+  rpc.down();
+  try {
+    const refused = await probe.chat(payer.client(), payer.address);
+    expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+    expect(refused.headers.get('retry-after')).not.toBeNull();
+  } finally {
+    rpc.pass();
+  }
+  expect(probe.forwarded()).toBe(forwarded);
+
+  stack.anthropic.script({ text: 'paid', usage: SMALL_USAGE });
+  const served = await probe.chat(payer.client(), payer.address);
+  expect(served.status).toBe(200);
+  expect(served.headers.get('x-settlement-amount')).toBe(SMALL_COST.toString());
+  expect(probe.violations).toEqual([]);
+  // The attempt that could not reach the chain released its claim; one payment, not two.
+  expect(await stack.settlementStates(payer.address)).toEqual([
+    `confirmed ${SMALL_COST}`,
+    `failed ${SMALL_COST}`,
+  ]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+});
+
+test('RPC stalls right after the broadcast: 503, then the mined payment is recognised, not paid again', async () => {
+  const { rpc, probe } = stack;
+  const payer = await stack.owingPayer(1);
+  const forwarded = probe.forwarded();
+  const broadcast = rpc.stallAfter('eth_sendRawTransaction');
+  let refused: Awaited<ReturnType<typeof probe.chat>>;
+  try {
+    refused = await probe.chat(payer.client(), payer.address);
+    await broadcast;
+  } finally {
+    rpc.pass();
+  }
+  expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+  expect(probe.forwarded()).toBe(forwarded);
+
+  const served = await probe.chat(payer.client(), payer.address);
+  expect(served.status).toBe(200);
+  // Its debt was the stalled settlement's, found mined on chain: nothing new to send.
+  expect(served.headers.get('x-settlement-tx')).toBeNull();
+  expect(probe.violations).toEqual([]);
+  expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+});
+
+test('the broadcast is lost on the way: the stored transaction is sent again and pays once', async () => {
+  const { rpc, probe } = stack;
+  const payer = await stack.owingPayer(2);
+  const forwarded = probe.forwarded();
+  const sends = () => rpc.methods.filter((method) => method === 'eth_sendRawTransaction').length;
+  const sendsBefore = sends();
+  const lost = rpc.downFrom('eth_sendRawTransaction');
+  let refused: Awaited<ReturnType<typeof probe.chat>>;
+  try {
+    refused = await probe.chat(payer.client(), payer.address);
+    await lost;
+  } finally {
+    rpc.pass();
+  }
+  expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+  expect(probe.forwarded()).toBe(forwarded);
+  // Signed and stored before the broadcast: the settlement waits as sent, its records claimed.
+  expect(await stack.settlementStates(payer.address)).toEqual([`sent ${SMALL_COST}`]);
+
+  const served = await probe.chat(payer.client(), payer.address);
+  expect(served.status).toBe(200);
+  expect(sends()).toBeGreaterThan(sendsBefore + 1);
+  expect(probe.violations).toEqual([]);
+  expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+});

@@ -1,0 +1,199 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { type Address, erc20Abi, keccak256, toHex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { expect, test } from 'vitest';
+import { createLocalWalletClient } from '../../devkit/chain/index.js';
+import { settlementsOf } from '../../src/billing/settlements.js';
+import { type MismatchKind, reconcileLedger } from '../../src/payments/reconcile-ledger.js';
+import { chat, fundedEoa, useX402Stack } from '../x402/harness.js';
+
+// `npm run reconcile` on a ledger the gateway kept (x402 payers: plain accounts that can also
+// send USDC to the treasury by themselves), then on the same ledger deliberately broken.
+const stack = useX402Stack();
+const SERVER_DIR = fileURLToPath(new URL('../..', import.meta.url));
+
+/** `npm run reconcile` as an operator runs it, with the gateway's variables. */
+async function reconcileCommand(args: string[] = [], env: Record<string, string> = {}) {
+  const { local, gateway } = stack;
+  const child = spawn('npm', ['run', '--silent', 'reconcile', '--', ...args], {
+    cwd: SERVER_DIR,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATABASE_URL: gateway.config.databaseUrl,
+      CHAIN_RPC_URL: local.rpcUrl,
+      CHAIN_ID: String(local.chainId),
+      USDC_ADDRESS: local.usdc,
+      TREASURY_ADDRESS: local.accounts.treasury.address,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const [code] = await once(child, 'exit');
+  return { code: code as number, stdout, stderr: stderr.replace(/^npm warn .*\n/gm, '') };
+}
+
+const reconcile = () =>
+  reconcileLedger(stack.gateway.store, {
+    publicClient: stack.local.publicClient,
+    usdc: stack.local.usdc,
+    treasury: stack.local.accounts.treasury.address,
+  });
+
+/** Payer key `index` sends `amount` USDC to the treasury itself, not through the gateway. */
+async function transferToTreasury(index: number, amount: bigint) {
+  const { local } = stack;
+  const wallet = createLocalWalletClient(local.chain, local.accounts.payers[index]!.privateKey);
+  const hash = await wallet.writeContract({
+    address: local.usdc,
+    abi: erc20Abi,
+    functionName: 'transfer',
+    args: [local.accounts.treasury.address, amount],
+  });
+  await local.publicClient.waitForTransactionReceipt({ hash });
+}
+
+/** Six payers, each with two answered requests: the first paid by the second's proof. */
+async function payersWithOneSettlement(): Promise<Address[]> {
+  const payers: Address[] = [];
+  for (let index = 0; index < 6; index++) {
+    const payer = await fundedEoa(stack, index, 1_000_000n);
+    await chat(stack, payer);
+    await chat(stack, payer);
+    payers.push(payer.address);
+  }
+  return payers;
+}
+
+test('a consistent ledger: exit 0; deliberately broken: exit 1 naming each mismatch, and JSON on request', async () => {
+  const { store } = stack.gateway;
+  const payers = await payersWithOneSettlement();
+  const consistent = await reconcile();
+  expect(consistent).toMatchObject({ consistent: true, mismatches: [] });
+  expect(consistent.checked).toMatchObject({
+    payers: 6,
+    settlements: 6,
+    confirmedTransfers: 6,
+    chainTransfers: 6,
+  });
+  const clean = await reconcileCommand();
+  expect(clean.stdout).toMatch(/^The ledger matches the chain: 6 payers, 6 settlements/);
+  expect(clean.code).toBe(0);
+
+  const [amount, hash, direct, failed, credit, duplicate] = payers as [
+    Address,
+    Address,
+    Address,
+    Address,
+    Address,
+    Address,
+  ];
+  const settlementOf = async (payer: Address) =>
+    (await settlementsOf(store, payer, { status: 'confirmed' }))[0]!;
+  // The recorded amount is not what moved.
+  await store.db
+    .updateTable('settlements')
+    .set((eb) => ({ amount_atomic: eb('amount_atomic', '+', 1n) }))
+    .where('id', '=', (await settlementOf(amount)).id)
+    .execute();
+  // The recorded transaction is not the one that paid.
+  await store.db
+    .updateTable('settlements')
+    .set({ tx_hash: keccak256(toHex('no such transaction')) })
+    .where('id', '=', (await settlementOf(hash)).id)
+    .execute();
+  // A payer sends USDC to the treasury outside the gateway.
+  await transferToTreasury(2, 5n);
+  expect(privateKeyToAccount(stack.local.accounts.payers[2]!.privateKey).address).toBe(direct);
+  // A paid settlement marked failed while its records stay claimed.
+  await store.db
+    .updateTable('settlements')
+    .set({ status: 'failed' })
+    .where('id', '=', (await settlementOf(failed)).id)
+    .execute();
+  // The payer's credit no longer balances its history.
+  await store.db
+    .updateTable('payers')
+    .set((eb) => ({ credit_pico: eb('credit_pico', '+', 1n) }))
+    .where('wallet', '=', credit)
+    .execute();
+  // One payment recorded as two settlements.
+  const original = await store.db
+    .selectFrom('settlements')
+    .selectAll()
+    .where('id', '=', (await settlementOf(duplicate)).id)
+    .executeTakeFirstOrThrow();
+  await store.db
+    .insertInto('settlements')
+    .values({ ...original, id: `${original.id.slice(0, -4)}dup0`, created_at: original.created_at + 1n })
+    .execute();
+
+  const broken = await reconcile();
+  expect(broken.consistent).toBe(false);
+  const found = broken.mismatches.map((mismatch) => `${mismatch.kind} ${mismatch.payer}`).sort();
+  const expected: Array<[MismatchKind, Address]> = [
+    ['amount_differs', amount],
+    ['payer_unbalanced', amount],
+    ['transfer_missing', hash],
+    ['transfer_unrecorded', hash],
+    ['transfer_unrecorded', direct],
+    ['records_stranded', failed],
+    ['transfer_unrecorded', failed],
+    ['payer_unbalanced', credit],
+    ['transaction_reused', duplicate],
+    ['records_differ', duplicate],
+    ['payer_unbalanced', duplicate],
+  ];
+  expect(found).toEqual(expected.map(([kind, payer]) => `${kind} ${payer}`).sort());
+
+  const report = await reconcileCommand();
+  expect(report.code).toBe(1);
+  const lines = report.stdout.trim().split('\n');
+  expect(lines[0]).toMatch(/^The ledger does not match the chain \(11 mismatches\)/);
+  for (const mismatch of broken.mismatches)
+    expect(lines).toContain(`- [${mismatch.kind}] ${mismatch.message}`);
+  expect(report.stdout).toContain(
+    `moved 0.000005 USDC from ${direct} to the treasury, and no settlement records it`,
+  );
+
+  const json = await reconcileCommand(['--json']);
+  expect(json.code).toBe(1);
+  expect(JSON.parse(json.stdout)).toMatchObject({ consistent: false, mismatches: expect.any(Array) });
+  expect(JSON.parse(json.stdout).mismatches).toHaveLength(11);
+});
+
+test('the command refuses a configuration it cannot use (exit 2, the variable named) and unknown options', async () => {
+  const missing = await reconcileCommand([], { TREASURY_ADDRESS: '' });
+  expect(missing.code).toBe(2);
+  expect(missing.stderr.trim()).toBe('Invalid configuration: TREASURY_ADDRESS is required');
+  const option = await reconcileCommand(['--from-block', 'latest']);
+  expect(option.code).toBe(2);
+  expect(option.stderr).toMatch(/^--from-block must be a block number, got "latest"/);
+  const unknown = await reconcileCommand(['--since', '5']);
+  expect(unknown.code).toBe(2);
+  expect(unknown.stderr).toMatch(/Unknown option '--since'/);
+});
+
+test('blocks after --to-block are not searched: a later transfer outside the ledger goes unseen', async () => {
+  // The broken ledger of the first test is still there: only its transfers up to this block count.
+  const head = await stack.local.publicClient.getBlockNumber();
+  await transferToTreasury(2, 7n);
+  const bounded = await reconcileCommand(['--json', '--to-block', head.toString()]);
+  const unbounded = await reconcileCommand(['--json']);
+  const unrecorded = (output: string) =>
+    (JSON.parse(output).mismatches as Array<{ kind: string; message: string }>).filter((mismatch) =>
+      mismatch.message.includes('0.000007 USDC'),
+    );
+  expect(unrecorded(bounded.stdout)).toEqual([]);
+  expect(unrecorded(unbounded.stdout)).toHaveLength(1);
+});

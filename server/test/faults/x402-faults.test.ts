@@ -1,0 +1,62 @@
+import type { Address } from 'viem';
+import { type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
+import { expect, test, vi } from 'vitest';
+import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
+import { confirmedAmount, reconcileWithChain } from '../support/ledger-checks.js';
+import { chatBody, openaiClient, payingClient, payingFetch } from '../x402/harness.js';
+import { SMALL_COST, SMALL_USAGE, useFaultStack } from './harness.js';
+
+// The chain node loses an x402 settlement's transaction (a restart empties its pool) while the
+// gateway settles it in process through the relayer it shares with the session rail.
+const stack = useFaultStack();
+const FUNDS = 1_000_000n;
+
+async function x402Payer(index: number): Promise<PrivateKeyAccount> {
+  const payer = privateKeyToAccount(stack.local.accounts.payers[index]!.privateKey);
+  await mintUsdc(stack.local, payer.address, FUNDS);
+  return payer;
+}
+
+/** One request paid with the stock x402 client: its status, or the error's. */
+async function x402Chat(payer: PrivateKeyAccount): Promise<number> {
+  stack.anthropic.script({ text: 'hi there', usage: SMALL_USAGE });
+  const openai = openaiClient(stack.gateway.url, payingFetch(payingClient(stack.local, payer)));
+  return openai.chat.completions.create(chatBody).then(
+    () => 200,
+    (error: { status?: number }) => error.status ?? 0,
+  );
+}
+
+async function expectPaidOnce(payers: Address[], before: Map<Address, bigint>) {
+  for (const payer of payers) {
+    expect((await stack.settlementStates(payer)).filter((state) => state.startsWith('confirmed'))).toEqual([
+      `confirmed ${SMALL_COST}`,
+    ]);
+    expect(await usdcBalance(stack.local, payer)).toBe(
+      (before.get(payer) ?? 0n) - (await confirmedAmount(stack.store, payer)),
+    );
+  }
+  expect((await reconcileWithChain(stack.store, stack.local)).mismatches).toEqual([]);
+}
+
+test('the node loses an x402 settlement: its authorization is sent again and pays once, and the next payer is not stuck', async () => {
+  const [lost, next] = [await x402Payer(0), await x402Payer(1)];
+  expect([await x402Chat(lost), await x402Chat(next)]).toEqual([200, 200]);
+  const before = new Map<Address, bigint>();
+  for (const payer of [lost, next]) before.set(payer.address, await usdcBalance(stack.local, payer.address));
+
+  await stack.local.testClient.setAutomine(false);
+  await stack.local.testClient.setIntervalMining({ interval: 0 });
+  const request = x402Chat(lost);
+  await vi.waitFor(
+    async () => expect(await stack.settlementStates(lost.address)).toEqual([`sent ${SMALL_COST}`]),
+    { timeout: 10_000, interval: 20 },
+  );
+  // Restarted from what was mined (with 0.2 s blocks again): the settlement's transaction is gone.
+  await stack.restartChain();
+  // The payer's proof is still valid: the same signed authorization is sent again, not held until it expires.
+  expect(await request).toBe(200);
+  // The relayer does not send behind the lost nonce, where nothing would be mined.
+  expect(await x402Chat(next)).toBe(200);
+  await expectPaidOnce([lost.address, next.address], before);
+});

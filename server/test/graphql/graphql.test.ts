@@ -1,0 +1,547 @@
+import type { FastifyInstance } from 'fastify';
+import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { issueAccessToken } from '../../src/auth/jwt.js';
+import { recordUsage } from '../../src/billing/ledger.js';
+import {
+  confirmSettlement,
+  failSettlement,
+  markSettlementSent,
+  openSettlement,
+} from '../../src/billing/settlements.js';
+import type { Store } from '../../src/store/database.js';
+import { insertSession, revokeSession } from '../../src/store/sessions.js';
+import { testConfig } from '../support/config.js';
+import { createTestDatabase, type TestDatabase, testDialects } from '../support/db.js';
+
+const ADMIN_TOKEN = 'operator-token-for-tests-0123';
+const alice = privateKeyToAddress(generatePrivateKey());
+const bob = privateKeyToAddress(generatePrivateKey());
+const day = (n: number, hour = 12) => new Date(Date.UTC(2030, 0, n, hour));
+const tx = `0x${'ab'.repeat(32)}` as const;
+
+async function seed(store: Store) {
+  const expiresAt = new Date(Date.now() + 3_600_000);
+  for (const [id, wallet] of [
+    ['session-alice', alice],
+    ['session-bob', bob],
+    ['session-revoked', alice],
+  ] as const)
+    await insertSession(store, {
+      id,
+      wallet,
+      delegation: '{}',
+      delegationHash: `0x${id.padEnd(64, '0').replace(/[^0-9a-f]/g, '0')}`.slice(0, 66) as `0x${string}`,
+      signature: '0x00',
+      limits: '{}',
+      expiresAt,
+    });
+  await revokeSession(store, 'session-revoked');
+  // Alice: 3 days x 2 models; day 1 and 2 are then settled.
+  let n = 0;
+  for (const d of [1, 2, 3])
+    for (const model of ['anthropic/claude-sonnet-4.5', 'google/gemini-2.5-flash'] as const) {
+      n++;
+      if (d === 3 && model.startsWith('google')) continue;
+      await recordUsage(store, {
+        requestId: `alice-${d}-${model.split('/')[0]}`,
+        payer: alice,
+        rail: 'session',
+        model,
+        usage: {
+          inputTokens: 10 * n,
+          cacheReadTokens: n,
+          cacheWriteTokens: 0,
+          outputTokens: 3 * n,
+          reasoningTokens: 1,
+          exact: n !== 2,
+        },
+        cost: {
+          providerPicoUsd: 3_750_000n * BigInt(n),
+          commissionPicoUsd: 375_000n * BigInt(n),
+          totalPicoUsd: 4_125_000n * BigInt(n),
+        },
+        createdAt: day(d, n),
+      });
+      if (d === 2 && model.startsWith('google')) {
+        const opened = await openSettlement(store, alice, 'session');
+        await markSettlementSent(store, opened!.id, tx);
+        await confirmSettlement(store, opened!.id, { txHash: tx, blockNumber: 77n });
+      }
+    }
+  await recordUsage(store, {
+    requestId: 'bob-secret',
+    payer: bob,
+    rail: 'x402',
+    model: 'anthropic/claude-opus-4.5',
+    usage: {
+      inputTokens: 1,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      outputTokens: 1,
+      reasoningTokens: 0,
+      exact: true,
+    },
+    cost: { providerPicoUsd: 30_000_000n, commissionPicoUsd: 3_000_000n, totalPicoUsd: 33_000_000n },
+    createdAt: day(2),
+  });
+  const failed = await openSettlement(store, bob, 'x402');
+  await failSettlement(store, failed!.id, 'transfer reverted');
+}
+
+describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
+  let database: TestDatabase;
+  let store: Store;
+  let app: FastifyInstance;
+  let aliceToken: string;
+  let bobToken: string;
+
+  beforeAll(async () => {
+    database = await createTestDatabase(dialect);
+    store = await database.open();
+    await seed(store);
+    // PostgreSQL: the app opens and migrates the database named by its config, as in production.
+    app = await buildApp(
+      testConfig({ adminToken: ADMIN_TOKEN, databaseUrl: database.url }),
+      dialect === 'sqlite' ? { store } : {},
+    );
+    const expiresAt = new Date(Date.now() + 3_600_000);
+    aliceToken = issueAccessToken(app, { wallet: alice, sessionId: 'session-alice', expiresAt });
+    bobToken = issueAccessToken(app, { wallet: bob, sessionId: 'session-bob', expiresAt });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await database.drop();
+  });
+
+  async function gql(query: string, variables: Record<string, unknown> = {}, token?: string) {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/graphql',
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+      payload: { query, variables },
+    });
+    return { status: res.statusCode, body: res.json() };
+  }
+
+  const codes = (body: { errors?: Array<{ extensions?: { code?: string } }> }) =>
+    (body.errors ?? []).map((error) => error.extensions?.code);
+
+  test('me: the wallet, its exact debt and its totals', async () => {
+    const { status, body } = await gql(
+      `{ me { wallet
+             debt { owed { usd picoUsd } unpaid { usd } credit { usd picoUsd } owedAtomic }
+             totals { settlements settledUsd settledAtomic
+                      usage { requests promptTokens completionTokens reasoningTokens cost { usd picoUsd } commission { usd } } } } }`,
+      {},
+      aliceToken,
+    );
+    expect(status).toBe(200);
+    expect(body.errors).toBeUndefined();
+    // Settled: records 1..4 = 4_125_000 * 10 = 41_250_000 pico -> 42 atomic, 750_000 credit.
+    // Unpaid: record 5 = 20_625_000 pico; owed 19_875_000 -> 20 atomic.
+    expect(body.data.me).toEqual({
+      wallet: alice,
+      debt: {
+        owed: { usd: '0.000019875', picoUsd: '19875000' },
+        unpaid: { usd: '0.000020625' },
+        credit: { usd: '0.00000075', picoUsd: '750000' },
+        owedAtomic: '20',
+      },
+      totals: {
+        settlements: 1,
+        settledUsd: '0.000042',
+        settledAtomic: '42',
+        usage: {
+          requests: '5',
+          promptTokens: String(10 * 15 + 15),
+          completionTokens: String(3 * 15 + 5),
+          reasoningTokens: '5',
+          cost: { usd: '0.000061875', picoUsd: '61875000' },
+          commission: { usd: '0.000005625' },
+        },
+      },
+    });
+  });
+
+  const usageQuery = `query Usage($first: Int, $after: String, $model: String, $from: DateTime, $to: DateTime, $wallet: String) {
+    usage(first: $first, after: $after, model: $model, from: $from, to: $to, wallet: $wallet) {
+      edges { cursor node { requestId model rail createdAt exact
+        tokens { prompt completion input cacheRead cacheWrite output reasoning }
+        cost { provider { usd } commission { usd } total { usd picoUsd } }
+        settlement { status txHash amountUsd amountAtomic blockNumber } } }
+      pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }`;
+
+  test('usage pages newest first with stable cursors, each record with its cost and settlement', async () => {
+    const seen: string[] = [];
+    let after: string | null = null;
+    for (let pages = 0; pages < 10; pages++) {
+      const { body } = await gql(usageQuery, { first: 2, after }, aliceToken);
+      expect(body.errors).toBeUndefined();
+      const connection = body.data.usage;
+      seen.push(...connection.edges.map((edge: { node: { requestId: string } }) => edge.node.requestId));
+      if (pages === 0) {
+        // A request completing meanwhile is newer than every page: it does not shift the next ones.
+        await recordUsage(store, {
+          requestId: 'alice-late',
+          payer: alice,
+          rail: 'session',
+          model: 'anthropic/claude-sonnet-4.5',
+          usage: {
+            inputTokens: 1,
+            cacheReadTokens: 0,
+            cacheWriteTokens: 0,
+            outputTokens: 0,
+            reasoningTokens: 0,
+            exact: true,
+          },
+          cost: { providerPicoUsd: 0n, commissionPicoUsd: 0n, totalPicoUsd: 0n },
+          createdAt: day(9),
+        });
+      }
+      if (!connection.pageInfo.hasNextPage) break;
+      after = connection.pageInfo.endCursor;
+    }
+    expect(seen).toEqual([
+      'alice-3-anthropic',
+      'alice-2-google',
+      'alice-2-anthropic',
+      'alice-1-google',
+      'alice-1-anthropic',
+    ]);
+
+    const { body } = await gql(
+      usageQuery,
+      { first: 1, after: null, model: 'google/gemini-2.5-flash' },
+      aliceToken,
+    );
+    expect(body.data.usage.edges[0].node).toEqual({
+      requestId: 'alice-2-google',
+      model: 'google/gemini-2.5-flash',
+      rail: 'session',
+      createdAt: day(2, 4).toISOString(),
+      exact: true,
+      tokens: {
+        prompt: 44,
+        completion: 13,
+        input: 40,
+        cacheRead: 4,
+        cacheWrite: 0,
+        output: 12,
+        reasoning: 1,
+      },
+      cost: {
+        provider: { usd: '0.000015' },
+        commission: { usd: '0.0000015' },
+        total: { usd: '0.0000165', picoUsd: '16500000' },
+      },
+      settlement: {
+        status: 'confirmed',
+        txHash: tx,
+        amountUsd: '0.000042',
+        amountAtomic: '42',
+        blockNumber: '77',
+      },
+    });
+    expect(body.data.usage.pageInfo).toMatchObject({ hasNextPage: true, hasPreviousPage: false });
+  });
+
+  test('usage filters by model and by [from, to)', async () => {
+    const ids = async (variables: Record<string, unknown>) => {
+      const { body } = await gql(usageQuery, { first: 100, ...variables }, aliceToken);
+      expect(body.errors).toBeUndefined();
+      return body.data.usage.edges.map((edge: { node: { requestId: string } }) => edge.node.requestId);
+    };
+    expect(await ids({ model: 'google/gemini-2.5-flash' })).toEqual(['alice-2-google', 'alice-1-google']);
+    expect(await ids({ from: '2030-01-02', to: '2030-01-03' })).toEqual([
+      'alice-2-google',
+      'alice-2-anthropic',
+    ]);
+    expect(await ids({ from: '2030-01-02T03:00:00Z', to: '2030-01-02T04:00:00Z' })).toEqual([
+      'alice-2-anthropic',
+    ]);
+    expect(await ids({ model: 'anthropic/claude-sonnet-4.5', from: '2030-01-03' })).toEqual([
+      'alice-late',
+      'alice-3-anthropic',
+    ]);
+    expect(await ids({ model: 'nope' })).toEqual([]);
+  });
+
+  test('settlements page with their records; a failed one has released them', async () => {
+    const { body } = await gql(
+      `{ settlements(first: 5) { edges { node { status rail amountUsd amountAtomic recordCount
+            recordsTotal { usd } creditBefore { usd } carried { usd picoUsd } txHash confirmedAt
+            records(first: 10) { edges { node { requestId } } } } } pageInfo { hasNextPage } } }`,
+      {},
+      aliceToken,
+    );
+    expect(body.errors).toBeUndefined();
+    const [settlement] = body.data.settlements.edges.map((edge: { node: unknown }) => edge.node);
+    expect(settlement).toMatchObject({
+      status: 'confirmed',
+      rail: 'session',
+      amountUsd: '0.000042',
+      amountAtomic: '42',
+      recordCount: 4,
+      recordsTotal: { usd: '0.00004125' },
+      creditBefore: { usd: '0' },
+      carried: { usd: '0.00000075', picoUsd: '750000' },
+      txHash: tx,
+    });
+    expect(
+      settlement.records.edges.map((edge: { node: { requestId: string } }) => edge.node.requestId),
+    ).toEqual(['alice-2-google', 'alice-2-anthropic', 'alice-1-google', 'alice-1-anthropic']);
+
+    const failed = await gql(
+      `{ settlements(status: failed) { edges { node { status failureReason recordCount records { edges { node { requestId } } } } } } }`,
+      {},
+      bobToken,
+    );
+    expect(failed.body.data.settlements.edges).toEqual([
+      {
+        node: {
+          status: 'failed',
+          failureReason: 'transfer reverted',
+          recordCount: 1,
+          records: { edges: [] },
+        },
+      },
+    ]);
+    const none = await gql('{ settlements(status: confirmed) { edges { cursor } } }', {}, bobToken);
+    expect(none.body.data.settlements.edges).toEqual([]);
+  });
+
+  test('spend aggregates by UTC day and by model', async () => {
+    const { body } = await gql(
+      `{ byDay: spend(groupBy: DAY, from: "2030-01-01", to: "2030-01-04") { key usage { requests cost { usd } } }
+         byModel: spend(groupBy: MODEL, to: "2030-01-04") { key usage { requests promptTokens cost { picoUsd } } } }`,
+      {},
+      aliceToken,
+    );
+    expect(body.errors).toBeUndefined();
+    expect(body.data.byDay).toEqual([
+      { key: '2030-01-01', usage: { requests: '2', cost: { usd: '0.000012375' } } },
+      { key: '2030-01-02', usage: { requests: '2', cost: { usd: '0.000028875' } } },
+      { key: '2030-01-03', usage: { requests: '1', cost: { usd: '0.000020625' } } },
+    ]);
+    expect(body.data.byModel).toEqual([
+      {
+        key: 'anthropic/claude-sonnet-4.5',
+        usage: {
+          requests: '3',
+          promptTokens: String(11 + 33 + 55),
+          cost: { picoUsd: String(4_125_000 * 9) },
+        },
+      },
+      {
+        key: 'google/gemini-2.5-flash',
+        usage: { requests: '2', promptTokens: String(22 + 44), cost: { picoUsd: String(4_125_000 * 6) } },
+      },
+    ]);
+  });
+
+  describe('authorization', () => {
+    test('without a token every field is UNAUTHENTICATED', async () => {
+      const { status, body } = await gql('{ me { wallet } }');
+      expect(status).toBe(200);
+      expect(body.data).toBeNull();
+      expect(codes(body)).toEqual(['UNAUTHENTICATED']);
+    });
+
+    test('a wallet never sees another wallet: its own data only, and FORBIDDEN when it names another', async () => {
+      const own = await gql(usageQuery, { first: 100 }, bobToken);
+      expect(
+        own.body.data.usage.edges.map((edge: { node: { requestId: string } }) => edge.node.requestId),
+      ).toEqual(['bob-secret']);
+      for (const query of [
+        '{ me(wallet: $w) { wallet debt { owed { usd } } } }',
+        '{ usage(wallet: $w) { edges { node { requestId } } } }',
+        '{ settlements(wallet: $w) { edges { node { id } } } }',
+        '{ spend(wallet: $w, groupBy: MODEL) { key } }',
+      ]) {
+        const { body } = await gql(`query ($w: String) ${query}`, { w: alice.toLowerCase() }, bobToken);
+        expect(body.data).toBeNull();
+        expect(codes(body)).toEqual(['FORBIDDEN']);
+        expect(JSON.stringify(body)).not.toContain('alice-');
+      }
+      const self = await gql(
+        'query ($w: String) { me(wallet: $w) { wallet } }',
+        { w: bob.toLowerCase() },
+        bobToken,
+      );
+      expect(self.body.data.me.wallet).toBe(bob);
+    });
+
+    test('the operator token reads any wallet it names, and must name one', async () => {
+      const { body } = await gql(usageQuery, { first: 100, wallet: bob }, ADMIN_TOKEN);
+      expect(
+        body.data.usage.edges.map((edge: { node: { requestId: string } }) => edge.node.requestId),
+      ).toEqual(['bob-secret']);
+      const me = await gql(`{ me(wallet: "${alice}") { wallet debt { owedAtomic } } }`, {}, ADMIN_TOKEN);
+      expect(me.body.data.me).toEqual({ wallet: alice, debt: { owedAtomic: '20' } });
+      const unnamed = await gql('{ me { wallet } }', {}, ADMIN_TOKEN);
+      expect(codes(unnamed.body)).toEqual(['BAD_USER_INPUT']);
+      const malformed = await gql('{ me(wallet: "0x1234") { wallet } }', {}, ADMIN_TOKEN);
+      expect(codes(malformed.body)).toEqual(['BAD_USER_INPUT']);
+    });
+
+    test('forged, expired and revoked-session tokens are UNAUTHENTICATED', async () => {
+      const hour = 3_600_000;
+      const expired = issueAccessToken(app, {
+        wallet: alice,
+        sessionId: 'session-alice',
+        expiresAt: new Date(Date.now() - hour),
+      });
+      const revoked = issueAccessToken(app, {
+        wallet: alice,
+        sessionId: 'session-revoked',
+        expiresAt: new Date(Date.now() + hour),
+      });
+      const unknown = issueAccessToken(app, {
+        wallet: alice,
+        sessionId: 'no-such-session',
+        expiresAt: new Date(Date.now() + hour),
+      });
+      const [header, , signature] = aliceToken.split('.');
+      const tampered = `${header}.${Buffer.from(JSON.stringify({ sub: bob, sid: 'session-alice', exp: 4_000_000_000 })).toString('base64url')}.${signature}`;
+      const claims = { sub: alice, sid: 'session-alice', exp: Math.floor(Date.now() / 1000) + 3600 };
+      const otherAlgorithm = app.jwt.sign(claims, { algorithm: 'HS512' });
+      expect(JSON.parse(Buffer.from(otherAlgorithm.split('.')[0]!, 'base64url').toString()).alg).toBe(
+        'HS512',
+      );
+      const unsigned = `${Buffer.from('{"alg":"none","typ":"JWT"}').toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.`;
+      for (const [token, message] of [
+        [otherAlgorithm, /not valid/],
+        [unsigned, /not valid/],
+        [expired, /expired/],
+        [revoked, /revoked or has expired/],
+        [unknown, /revoked or has expired/],
+        [tampered, /not valid/],
+        ['not-a-token', /not valid/],
+      ] as const) {
+        const { body } = await gql('{ me { wallet } }', {}, token);
+        expect(codes(body)).toEqual(['UNAUTHENTICATED']);
+        expect(body.errors[0].message).toMatch(message);
+      }
+    });
+  });
+
+  describe('limits and errors', () => {
+    test('first is at most 100 and cursors must be ours', async () => {
+      const tooMany = await gql('{ usage(first: 101) { edges { cursor } } }', {}, aliceToken);
+      expect(codes(tooMany.body)).toEqual(['BAD_USER_INPUT']);
+      const negative = await gql('{ settlements(first: -1) { edges { cursor } } }', {}, aliceToken);
+      expect(codes(negative.body)).toEqual(['BAD_USER_INPUT']);
+      const cursor = await gql('{ usage(after: "garbage") { edges { cursor } } }', {}, aliceToken);
+      expect(codes(cursor.body)).toEqual(['BAD_USER_INPUT']);
+    });
+
+    test('queries nested deeper than the limit are refused before running', async () => {
+      const { status, body } = await gql(
+        `{ usage { edges { node { settlement { records { edges { node { settlement { records { edges { cursor } } } } } } } } } } }`,
+        {},
+        aliceToken,
+      );
+      expect(status).toBe(400);
+      expect(codes(body)).toEqual(['QUERY_TOO_DEEP']);
+    });
+
+    test('queries asking for too many nodes are refused before running', async () => {
+      const page =
+        'usage(first: 100) { edges { cursor node { requestId tokens { prompt completion } cost { total { usd picoUsd } } settlement { id status } } } }';
+      // About 1,400 each: ten of them are above the limit of 10,000.
+      const aliases = 'abcdefghij'.split('').map((alias) => `${alias}: ${page}`);
+      const { status, body } = await gql(`{ ${aliases.join(' ')} }`, {}, aliceToken);
+      expect(status).toBe(400);
+      expect(codes(body)).toEqual(['QUERY_TOO_COMPLEX']);
+      const viaVariables = await gql(
+        'query ($n: Int) { settlements(first: $n) { edges { node { records(first: $n) { edges { cursor } } } } } }',
+        { n: 100 },
+        aliceToken,
+      );
+      expect(codes(viaVariables.body)).toEqual(['QUERY_TOO_COMPLEX']);
+      const fine = await gql(`{ ${aliases.slice(0, 5).join(' ')} }`, {}, aliceToken);
+      expect(fine.body.errors).toBeUndefined();
+    });
+
+    test('bad queries get GraphQL errors with codes, never a 500', async () => {
+      const syntax = await gql('{ me { wallet ', {}, aliceToken);
+      expect(syntax.status).toBe(400);
+      expect(codes(syntax.body)).toEqual(['GRAPHQL_PARSE_FAILED']);
+
+      const unknownField = await gql('{ me { password } }', {}, aliceToken);
+      expect(unknownField.status).toBe(400);
+      expect(codes(unknownField.body)).toEqual(['GRAPHQL_VALIDATION_FAILED']);
+
+      const badDate = await gql('{ usage(from: "yesterday") { edges { cursor } } }', {}, aliceToken);
+      expect(badDate.status).toBe(400);
+      expect(codes(badDate.body)).toEqual(['GRAPHQL_VALIDATION_FAILED']);
+
+      const badVariable = await gql(
+        'query ($from: DateTime) { usage(from: $from) { edges { cursor } } }',
+        { from: 'soon' },
+        aliceToken,
+      );
+      expect(badVariable.status).toBe(400);
+      expect(codes(badVariable.body)).toEqual(['BAD_USER_INPUT']);
+
+      const notJson = await app.inject({
+        method: 'POST',
+        url: '/graphql',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${aliceToken}` },
+        payload: '{"query": ',
+      });
+      expect(notJson.statusCode).toBe(400);
+      expect(notJson.json().errors[0].extensions.code).toBe('BAD_REQUEST');
+
+      for (const payload of [
+        { query: 'query A { me { wallet } }', operationName: 'B' },
+        { query: 'query A { me { wallet } } query B { me { wallet } }' },
+      ]) {
+        const res = await app.inject({ method: 'POST', url: '/graphql', payload });
+        expect(res.statusCode).toBe(400);
+        expect(res.json().errors[0].extensions.code).toBe('BAD_REQUEST');
+      }
+
+      const noQuery = await app.inject({ method: 'POST', url: '/graphql', payload: {} });
+      expect(noQuery.statusCode).toBeGreaterThanOrEqual(400);
+      expect(noQuery.statusCode).toBeLessThan(500);
+    });
+
+    test('GET queries work, and the rest of the API keeps its envelope', async () => {
+      const res = await app.inject({
+        method: 'GET',
+        url: `/graphql?query=${encodeURIComponent('{ me { wallet } }')}`,
+        headers: { authorization: `Bearer ${aliceToken}` },
+      });
+      expect(res.statusCode).toBe(200);
+      expect(res.json().data.me.wallet).toBe(alice);
+      const missing = await app.inject({ method: 'GET', url: '/v1/nothing-here' });
+      expect(missing.statusCode).toBe(404);
+      expect(missing.json()).toMatchObject({ data: null, error: { code: 'not_found' } });
+    });
+  });
+});
+
+test('a failing database is an INTERNAL_SERVER_ERROR that does not leak its message', async () => {
+  const database = await createTestDatabase('sqlite');
+  const store = await database.open();
+  const app = await buildApp(testConfig({ adminToken: ADMIN_TOKEN }), { store });
+  try {
+    await store.close();
+    const res = await app.inject({
+      method: 'POST',
+      url: '/graphql',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      payload: { query: `{ me(wallet: "${alice}") { debt { owedAtomic } } }` },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().errors).toEqual([
+      expect.objectContaining({ message: 'internal error', extensions: { code: 'INTERNAL_SERVER_ERROR' } }),
+    ]);
+  } finally {
+    await app.close();
+    await database.drop();
+  }
+});

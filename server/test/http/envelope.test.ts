@@ -1,0 +1,244 @@
+import type { InjectOptions } from 'fastify';
+import { afterAll, describe, expect, test } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { testConfig } from '../support/config.js';
+
+const config = testConfig();
+const app = await buildApp(config, {
+  checks: [{ name: 'chain', critical: true, check: async () => ({ status: 'up' }) }],
+  chat: {
+    handle: async ({ request }) => {
+      if (request.user === 'explode') throw new Error('connection to db-7.internal:5432 refused');
+      return { ok: true };
+    },
+  },
+});
+afterAll(() => app.close());
+
+const ISO_UTC_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const chat = (fields: object = {}) => ({ messages: [{ role: 'user', content: 'hi' }], ...fields });
+
+function expectEnvelope(body: Record<string, unknown>, path: string) {
+  expect(Object.keys(body)).toEqual(expect.arrayContaining(['data', 'error', 'meta']));
+  const meta = body.meta as { timestamp: string; path: string };
+  expect(meta.timestamp).toMatch(ISO_UTC_MS);
+  expect(Math.abs(Date.parse(meta.timestamp) - Date.now())).toBeLessThan(60_000);
+  expect(meta.path).toBe(path);
+}
+
+async function expectError(request: InjectOptions, status: number, code: string) {
+  const res = await app.inject(request);
+  expect(res.statusCode, res.body).toBe(status);
+  expect(res.headers['content-type']).toMatch(/^application\/json/);
+  const body = res.json();
+  expectEnvelope(body, String(request.url).split('?')[0] as string);
+  expect(body.data).toBeNull();
+  expect(body.error.code).toBe(code);
+  expect(typeof body.error.message).toBe('string');
+  return { res, body };
+}
+
+describe('successful answers wear the envelope', () => {
+  const sonnet = { id: 'anthropic/claude-sonnet-4.5', object: 'model' };
+  test.each([
+    ['/health', { status: 'ok' }],
+    ['/v1/models', expect.arrayContaining([expect.objectContaining(sonnet)])],
+    ['/v1/models/anthropic/claude-sonnet-4.5', sonnet],
+  ])('GET %s', async (url, data) => {
+    const res = await app.inject({ method: 'GET', url });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expectEnvelope(body, url);
+    expect(body.error).toBeNull();
+    expect(body.data).toMatchObject(data);
+  });
+
+  test('the path is the served path, without the query string', async () => {
+    const res = await app.inject({ method: 'GET', url: '/v1/models?limit=5&after=x' });
+    expectEnvelope(res.json(), '/v1/models');
+  });
+});
+
+describe('every refusal wears the envelope, never a 500', () => {
+  test('malformed JSON is 400 invalid_json', async () => {
+    await expectError(
+      {
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: { 'content-type': 'application/json' },
+        payload: '{"messages": [',
+      },
+      400,
+      'invalid_json',
+    );
+  });
+
+  test('an empty JSON body is 400 invalid_json', async () => {
+    await expectError(
+      {
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: { 'content-type': 'application/json' },
+        payload: '',
+      },
+      400,
+      'invalid_json',
+    );
+  });
+
+  test('a prototype-poisoning body is refused as 400', async () => {
+    const { res } = await expectError(
+      {
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: { 'content-type': 'application/json' },
+        payload: '{"messages":[{"role":"user","content":"hi"}],"__proto__":{"admin":true}}',
+      },
+      400,
+      'invalid_json',
+    );
+    expect(res.statusCode).toBe(400);
+  });
+
+  test('a body that is not JSON is 415 unsupported_media_type', async () => {
+    await expectError(
+      {
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: { 'content-type': 'text/plain' },
+        payload: 'hello',
+      },
+      415,
+      'unsupported_media_type',
+    );
+  });
+
+  test('form data is 415 unsupported_media_type', async () => {
+    await expectError(
+      {
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: 'messages=hi',
+      },
+      415,
+      'unsupported_media_type',
+    );
+  });
+
+  test('a body over BODY_LIMIT_BYTES is 413 payload_too_large', async () => {
+    const big = 'x'.repeat(config.limits.bodyLimitBytes);
+    await expectError(
+      {
+        method: 'POST',
+        url: '/v1/chat/completions',
+        payload: chat({ messages: [{ role: 'user', content: big }] }),
+      },
+      413,
+      'payload_too_large',
+    );
+  });
+
+  test('a chunked body growing over BODY_LIMIT_BYTES is 413 over real HTTP', async () => {
+    const server = await buildApp(config, { checks: [] });
+    try {
+      const address = await server.listen({ port: 0, host: '127.0.0.1' });
+      const chunk = new TextEncoder().encode('x'.repeat(16 * 1024));
+      let sent = 0;
+      const body = new ReadableStream({
+        pull(controller) {
+          if (sent++ < 8) controller.enqueue(chunk);
+          else controller.close();
+        },
+      });
+      const res = await fetch(`${address}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        duplex: 'half',
+      } as RequestInit);
+      expect(res.status).toBe(413);
+      expect((await res.json()).error.code).toBe('payload_too_large');
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('a body just under BODY_LIMIT_BYTES is accepted', async () => {
+    const overhead = JSON.stringify(chat({ messages: [{ role: 'user', content: '' }] })).length;
+    const content = 'x'.repeat(config.limits.bodyLimitBytes - overhead);
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      payload: chat({ messages: [{ role: 'user', content }] }),
+    });
+    expect(res.statusCode).toBe(200);
+  });
+
+  test('an unknown route is 404 not_found', async () => {
+    const { body } = await expectError({ method: 'GET', url: '/v1/embeddings?x=1' }, 404, 'not_found');
+    expect(body.error.message).toBe('no route for GET /v1/embeddings');
+  });
+
+  test('an unknown model id is 404 not_found', async () => {
+    const { body } = await expectError({ method: 'GET', url: '/v1/models/openai/gpt-9' }, 404, 'not_found');
+    expect(body.error.message).toContain('GET /v1/models');
+  });
+
+  test.each([
+    ['DELETE', '/v1/models', 'GET, HEAD'],
+    ['POST', '/health', 'GET, HEAD'],
+    ['PUT', '/v1/models/anthropic/claude-sonnet-4.5', 'GET, HEAD'],
+    ['GET', '/v1/chat/completions', 'POST'],
+  ] as const)('%s %s is 405 method_not_allowed with Allow', async (method, url, allow) => {
+    const { res } = await expectError({ method, url }, 405, 'method_not_allowed');
+    expect(res.headers.allow).toBe(allow);
+  });
+
+  test('a validation error is 400 in the envelope', async () => {
+    const { body } = await expectError(
+      { method: 'POST', url: '/v1/chat/completions', payload: chat({ top_p: 2 }) },
+      400,
+      'validation_error',
+    );
+    expect(body.error.field).toBe('top_p');
+  });
+
+  test('an error thrown inside a handler is 500 internal_error and does not leak its message', async () => {
+    const { res } = await expectError(
+      { method: 'POST', url: '/v1/chat/completions', payload: chat({ user: 'explode' }) },
+      500,
+      'internal_error',
+    );
+    expect(res.body).not.toContain('db-7.internal');
+  });
+});
+
+describe('request ids', () => {
+  test('each answer carries an x-request-id', async () => {
+    const a = await app.inject({ method: 'GET', url: '/health' });
+    const b = await app.inject({ method: 'GET', url: '/health' });
+    expect(a.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(b.headers['x-request-id']).not.toBe(a.headers['x-request-id']);
+  });
+
+  test("a client's x-request-id never becomes the request id (it keys the ledger); it is echoed beside it", async () => {
+    const res = await app.inject({
+      method: 'GET',
+      url: '/nope',
+      headers: { 'x-request-id': 'trace-42.a:b' },
+    });
+    expect(res.statusCode).toBe(404);
+    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers['x-client-request-id']).toBe('trace-42.a:b');
+  });
+
+  test.each([['has spaces in it'], ['x'.repeat(129)], ['<script>']])(
+    'an unusable incoming id (%s) is not echoed',
+    async (given) => {
+      const res = await app.inject({ method: 'GET', url: '/health', headers: { 'x-request-id': given } });
+      expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+      expect(res.headers['x-client-request-id']).toBeUndefined();
+    },
+  );
+});

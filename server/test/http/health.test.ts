@@ -1,0 +1,162 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { createPublicClient, http } from 'viem';
+import { afterEach, describe, expect, test } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import type { GatewayConfig } from '../../src/config.js';
+import { chainRpcCheck } from '../../src/http/health-checks.js';
+import { GATEWAY_VERSION } from '../../src/version.js';
+import { testConfig } from '../support/config.js';
+
+const CLOSED_PORT_URL = 'http://127.0.0.1:9';
+const closers: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  await Promise.all(closers.splice(0).map((close) => close()));
+});
+
+/** A JSON-RPC endpoint that knows only eth_blockNumber, and counts the calls. */
+async function blockNumberRpc(block: number) {
+  const calls = { count: 0 };
+  const server = createServer(async (req, res) => {
+    let raw = '';
+    for await (const chunk of req) raw += chunk;
+    const { id, method } = JSON.parse(raw);
+    calls.count++;
+    res.setHeader('content-type', 'application/json');
+    res.end(
+      JSON.stringify(
+        method === 'eth_blockNumber'
+          ? { jsonrpc: '2.0', id, result: `0x${block.toString(16)}` }
+          : { jsonrpc: '2.0', id, error: { code: -32601, message: 'method not found' } },
+      ),
+    );
+  });
+  return { url: await listen(server), calls };
+}
+
+/** Accepts connections and never answers. */
+async function silentRpc() {
+  return listen(createServer(() => {}));
+}
+
+async function listen(server: Server): Promise<string> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  closers.push(() => {
+    server.closeAllConnections();
+    return new Promise((resolve) => server.close(resolve));
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function health(overrides: Partial<GatewayConfig>) {
+  const app: FastifyInstance = await buildApp(testConfig(overrides));
+  closers.push(() => app.close());
+  const res = await app.inject({ method: 'GET', url: '/health' });
+  expect(res.statusCode).toBe(200);
+  return res.json().data;
+}
+
+const chainAt = (rpcUrl: string) => ({ chain: { ...testConfig().chain, rpcUrl } });
+
+describe('GET /health', () => {
+  test('is ok with version, uptime and each dependency when the chain answers', async () => {
+    const rpc = await blockNumberRpc(1234);
+    const data = await health(chainAt(rpc.url));
+    expect(data).toMatchObject({
+      status: 'ok',
+      version: GATEWAY_VERSION,
+      uptimeSeconds: expect.any(Number),
+      dependencies: {
+        chain: { status: 'up', detail: 'block 1234' },
+        anthropic: { status: 'up' },
+        google: { status: 'up' },
+      },
+    });
+    expect(data.uptimeSeconds).toBeGreaterThanOrEqual(0);
+  });
+
+  test('is degraded when the chain RPC refuses connections, without naming the RPC URL', async () => {
+    const data = await health(chainAt(CLOSED_PORT_URL));
+    expect(data.status).toBe('degraded');
+    expect(data.dependencies.chain.status).toBe('down');
+    expect(JSON.stringify(data)).not.toContain('127.0.0.1:9');
+  });
+
+  test('a provider with neither key nor own base URL is unconfigured, which does not degrade', async () => {
+    const rpc = await blockNumberRpc(1);
+    const data = await health({
+      ...chainAt(rpc.url),
+      providers: {
+        anthropic: { baseUrl: 'https://api.anthropic.com' },
+        google: { baseUrl: 'http://127.0.0.1:4010' },
+      },
+    });
+    expect(data.status).toBe('ok');
+    expect(data.dependencies.anthropic).toEqual({
+      status: 'unconfigured',
+      detail: 'set ANTHROPIC_API_KEY to serve its models',
+    });
+    expect(data.dependencies.google).toEqual({ status: 'up' });
+  });
+
+  test('the dependency checks given to buildApp replace the core ones', async () => {
+    const data = await health({});
+    expect(Object.keys(data.dependencies)).toEqual(expect.arrayContaining(['chain', 'anthropic', 'google']));
+    const app = await buildApp(testConfig(), {
+      checks: [
+        { name: 'store', critical: true, check: async () => ({ status: 'up' }) },
+        { name: 'flaky', critical: false, check: async () => Promise.reject(new Error('boom')) },
+      ],
+    });
+    closers.push(() => app.close());
+    const res = await app.inject({ method: 'GET', url: '/health' });
+    expect(res.json().data).toMatchObject({
+      status: 'ok',
+      dependencies: { store: { status: 'up' }, flaky: { status: 'down', detail: 'boom' } },
+    });
+    expect(res.json().data.dependencies.chain).toBeUndefined();
+  });
+});
+
+describe('the chain RPC check', () => {
+  const client = (url: string) =>
+    createPublicClient({ transport: http(url, { timeout: 1000, retryCount: 0 }), cacheTime: 0 });
+
+  test('keeps its answer for the cache period: many probes, one RPC call', async () => {
+    const rpc = await blockNumberRpc(7);
+    const check = chainRpcCheck(client(rpc.url), { cacheMs: 60_000 });
+    const states = await Promise.all([check.check(), check.check(), check.check()]);
+    await check.check();
+    expect(states).toEqual(Array(3).fill({ status: 'up', detail: 'block 7' }));
+    expect(rpc.calls.count).toBe(1);
+  });
+
+  test('asks again once the cache period is over', async () => {
+    const rpc = await blockNumberRpc(7);
+    const check = chainRpcCheck(client(rpc.url), { cacheMs: 0 });
+    await check.check();
+    await check.check();
+    expect(rpc.calls.count).toBe(2);
+  });
+
+  test('reports a hung RPC as down instead of hanging the probe', async () => {
+    const data = await health(chainAt(await silentRpc()));
+    expect(data.status).toBe('degraded');
+    expect(data.dependencies.chain).toEqual({
+      status: 'down',
+      detail: 'The request took too long to respond.',
+    });
+  });
+
+  test('reports an RPC that is not a chain as down', async () => {
+    const server = createServer((_req, res) => {
+      res.statusCode = 502;
+      res.end('bad gateway');
+    });
+    const check = chainRpcCheck(client(await listen(server)));
+    expect(await check.check()).toMatchObject({ status: 'down', detail: 'HTTP request failed.' });
+  });
+});

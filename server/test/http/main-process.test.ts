@@ -1,0 +1,129 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, test } from 'vitest';
+
+const SERVER_DIR = fileURLToPath(new URL('../..', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'paygate-main-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const children: ChildProcess[] = [];
+afterAll(() => {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+});
+
+/** A good environment that needs nothing running: the chain is only probed by /health. */
+const goodEnv = {
+  PORT: '0',
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'info',
+  DATABASE_URL: join(dir, 'gateway.sqlite'),
+  JWT_SECRET: 'a'.repeat(32),
+  CHAIN_RPC_URL: 'http://127.0.0.1:9',
+  // Base: the Delegation Framework's addresses are known there, so no CHAIN_ENVIRONMENT_FILE is needed.
+  CHAIN_ID: '8453',
+  USDC_ADDRESS: '0x00000000000000000000000000000000000000bb',
+  TREASURY_ADDRESS: '0x00000000000000000000000000000000000000aa',
+  SESSION_KEY_PRIVATE_KEY: `0x${'11'.repeat(32)}`,
+};
+
+/** `main.ts` as a real process with only the given environment (plus PATH). */
+function startGateway(env: Record<string, string | undefined>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: SERVER_DIR,
+    env: { PATH: process.env.PATH, DO_NOT_TRACK: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  const logs: Array<Record<string, unknown>> = [];
+  const stdoutLines: string[] = [];
+  let stderr = '';
+  child.stderr?.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const lines = createInterface({ input: child.stdout! });
+  const waiters: Array<(log: Record<string, unknown>) => void> = [];
+  lines.on('line', (line) => {
+    stdoutLines.push(line);
+    try {
+      const log = JSON.parse(line);
+      logs.push(log);
+      for (const waiter of waiters) waiter(log);
+    } catch {
+      // not a log line: kept in stdoutLines for the assertions
+    }
+  });
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  /** Resolves with the first log line matching, or rejects when the process exits first. */
+  const logLine = (match: (log: Record<string, unknown>) => boolean) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      const found = logs.find(match);
+      if (found) return resolve(found);
+      waiters.push((log) => match(log) && resolve(log));
+      void exited.then((code) => reject(new Error(`gateway exited with ${code}: ${stderr}`)));
+    });
+  return { child, logs, stdoutLines, exited, logLine, stderr: () => stderr };
+}
+
+describe('main.ts with a good environment', () => {
+  test('listens, logs each request with its id, and shuts down gracefully on SIGTERM', async () => {
+    const gateway = startGateway(goodEnv);
+    const listening = await gateway.logLine((log) => String(log.msg).startsWith('Server listening at '));
+    const address = String(listening.msg).replace('Server listening at ', '');
+    expect(address).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+
+    const res = await fetch(`${address}/v1/models`, { headers: { 'x-request-id': 'main-test-1' } });
+    expect(res.status).toBe(200);
+    const id = res.headers.get('x-request-id');
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers.get('x-client-request-id')).toBe('main-test-1');
+    const completed = await gateway.logLine((log) => log.reqId === id && log.msg === 'request completed');
+    expect(completed).toMatchObject({
+      level: 30,
+      clientRequestId: 'main-test-1',
+      req: { method: 'GET', url: '/v1/models' },
+      res: { statusCode: 200 },
+      responseTime: expect.any(Number),
+    });
+
+    gateway.child.kill('SIGTERM');
+    expect(await gateway.exited).toBe(0);
+    expect(gateway.logs.some((log) => String(log.msg).startsWith('shutting down'))).toBe(true);
+    await expect(fetch(`${address}/health`)).rejects.toThrow();
+  });
+
+  test('does not log credentials', async () => {
+    const gateway = startGateway(goodEnv);
+    const listening = await gateway.logLine((log) => String(log.msg).startsWith('Server listening at '));
+    const address = String(listening.msg).replace('Server listening at ', '');
+    await fetch(`${address}/nope`, { headers: { authorization: 'Bearer secret-jwt-value' } });
+    await gateway.logLine((log) => log.msg === 'request completed');
+    gateway.child.kill('SIGTERM');
+    expect(await gateway.exited).toBe(0);
+    expect(gateway.stdoutLines.join('\n')).not.toContain('secret-jwt-value');
+  });
+});
+
+describe.concurrent('main.ts with a bad environment exits 1 with one line naming the variable', () => {
+  const badCatalog = join(dir, 'bad-models.json');
+  writeFileSync(badCatalog, '{"models": [{"id": "x"}]}');
+  test.each([
+    ['JWT_SECRET', { JWT_SECRET: undefined }],
+    ['PORT', { PORT: 'http' }],
+    ['TREASURY_ADDRESS', { TREASURY_ADDRESS: '0x12' }],
+    ['MODELS_FILE', { MODELS_FILE: badCatalog }],
+    ['MODELS_FILE', { MODELS_FILE: join(dir, 'missing.json') }],
+    ['DEFAULT_MODEL', { DEFAULT_MODEL: 'openai/gpt-9' }],
+    ['RATE_LIMITS', { RATE_LIMITS: '/v1/chat=5' }],
+  ])('%s', async (variable, env) => {
+    const gateway = startGateway({ ...goodEnv, ...env });
+    expect(await gateway.exited).toBe(1);
+    const lines = gateway.stderr().trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^Invalid configuration: ${variable} `));
+  });
+});

@@ -1,0 +1,205 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { loadCatalog, parseCatalog } from '../../src/catalog/catalog.js';
+import { ConfigError } from '../../src/config.js';
+import { testConfig } from '../support/config.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'paygate-models-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const apps: FastifyInstance[] = [];
+afterAll(async () => {
+  await Promise.all(apps.map((app) => app.close()));
+});
+
+/** The gateway listening on an ephemeral port, and an official OpenAI client pointed at it. */
+async function listening(overrides = {}) {
+  const app = await buildApp(testConfig(overrides), { checks: [] });
+  apps.push(app);
+  const address = await app.listen({ port: 0, host: '127.0.0.1' });
+  return new OpenAI({ baseURL: `${address}/v1`, apiKey: 'x', maxRetries: 0 });
+}
+
+const model = (fields: Record<string, unknown> = {}) => ({
+  id: 'acme/small-1',
+  provider: 'acme',
+  providerModel: 'small-1',
+  name: 'Acme Small 1',
+  contextLength: 32_000,
+  maxOutputTokens: 8_000,
+  defaultMaxTokens: 1_000,
+  pricing: { input: '0.15', output: '0.6' },
+  ...fields,
+});
+const acmeCatalog = (fields: Record<string, unknown> = {}) => ({
+  upstreams: { acme: { baseUrl: 'http://127.0.0.1:4000/v1/', apiKeyEnv: 'ACME_API_KEY' } },
+  models: [model(fields)],
+});
+
+describe('the shipped catalog read by the official openai client', () => {
+  let client: OpenAI;
+  beforeAll(async () => {
+    client = await listening();
+  });
+
+  test('models.list() gives every <provider>/<model> id', async () => {
+    const ids: string[] = [];
+    for await (const entry of client.models.list()) ids.push(entry.id);
+    expect(ids).toEqual(loadCatalog().models.map((m) => m.id));
+    expect(ids).toEqual(expect.arrayContaining(['anthropic/claude-sonnet-4.5', 'google/gemini-2.5-flash']));
+    expect(ids.every((id) => /^(anthropic|google)\/[\w.-]+$/.test(id))).toBe(true);
+  });
+
+  test('each entry has the OpenAI fields, the name, the context length and prices', async () => {
+    const page = await client.models.list();
+    const sonnet = page.data.find((entry) => entry.id === 'anthropic/claude-sonnet-4.5');
+    expect(sonnet).toMatchObject({
+      object: 'model',
+      owned_by: 'anthropic',
+      created: expect.any(Number),
+      name: 'Claude Sonnet 4.5',
+      context_length: 200_000,
+      max_output_tokens: 64_000,
+      pricing: {
+        unit: 'USD per million tokens',
+        input: '3',
+        output: '15',
+        cache_read: '0.30',
+        cache_write: '3.75',
+      },
+    });
+  });
+
+  test('models.retrieve() reads one model by its <provider>/<model> id', async () => {
+    const sonnet = await client.models.retrieve('anthropic/claude-sonnet-4.5');
+    expect(sonnet).toMatchObject({
+      id: 'anthropic/claude-sonnet-4.5',
+      object: 'model',
+      owned_by: 'anthropic',
+    });
+  });
+
+  test('models.retrieve() of an unknown model is a 404 NotFoundError', async () => {
+    const error = await client.models.retrieve('anthropic/claude-9').catch((thrown: unknown) => thrown);
+    expect(error).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((error as InstanceType<typeof OpenAI.NotFoundError>).error).toMatchObject({ code: 'not_found' });
+  });
+});
+
+describe('MODELS_FILE', () => {
+  test('replaces the shipped catalog', async () => {
+    const file = join(dir, 'acme.json');
+    writeFileSync(file, JSON.stringify(acmeCatalog()));
+    const client = await listening({ modelsFile: file, defaultModel: 'acme/small-1' });
+    const page = await client.models.list();
+    expect(page.data.map((entry) => entry.id)).toEqual(['acme/small-1']);
+    expect(page.data[0]).toMatchObject({ owned_by: 'acme', pricing: { input: '0.15', output: '0.6' } });
+  });
+
+  test('a default model missing from the catalog stops start-up naming DEFAULT_MODEL', async () => {
+    const file = join(dir, 'acme-only.json');
+    writeFileSync(file, JSON.stringify(acmeCatalog()));
+    const error = await buildApp(testConfig({ modelsFile: file })).catch((thrown: unknown) => thrown);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).variable).toBe('DEFAULT_MODEL');
+  });
+
+  test.each([
+    ['a missing file', null, /could not be read/],
+    ['a file that is not JSON', '{"models": [', /could not be read as JSON/],
+  ])('%s is a ConfigError naming MODELS_FILE', (_name, content, message) => {
+    const file = join(dir, `bad-${Math.random()}.json`);
+    if (content !== null) writeFileSync(file, content);
+    expect(() => loadCatalog(file)).toThrow(ConfigError);
+    expect(() => loadCatalog(file)).toThrow(message);
+    expect(() => loadCatalog(file)).toThrow(/^Invalid configuration: MODELS_FILE /);
+  });
+});
+
+describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry', () => {
+  const { models: _models, ...noModels } = acmeCatalog();
+  const cases: Array<[string, unknown, string]> = [
+    ['not an object', [], 'catalog must be an object with "models"'],
+    ['no models list', noModels, 'catalog must be an object with "models"'],
+    ['a model that is not an object', { models: ['x'] }, 'models[0] must be an object'],
+    ['a model without id', acmeCatalog({ id: undefined }), 'models[0].id must be a non-empty string'],
+    [
+      'an id of another provider',
+      acmeCatalog({ id: 'other/small-1' }),
+      'models[0].id must start with "acme/"',
+    ],
+    [
+      'an unknown provider',
+      { models: [model({ id: 'zeta/x', provider: 'zeta' })] },
+      'models[0].provider "zeta" is neither anthropic, google nor a listed upstream',
+    ],
+    [
+      'a model listed twice',
+      { ...acmeCatalog(), models: [model(), model()] },
+      'models[1].id "acme/small-1" is listed twice',
+    ],
+    ['no pricing', acmeCatalog({ pricing: undefined }), 'models[0].pricing must be an object'],
+    [
+      'no output price',
+      acmeCatalog({ pricing: { input: '1' } }),
+      'models[0].pricing.output must be a decimal',
+    ],
+    [
+      'a price with 7 decimals',
+      acmeCatalog({ pricing: { input: '0.0000001', output: '1' } }),
+      'models[0].pricing.input must be a decimal',
+    ],
+    ['a price as a number', acmeCatalog({ pricing: { input: 1, output: '1' } }), 'models[0].pricing.input'],
+    [
+      'a negative cache price',
+      acmeCatalog({ pricing: { input: '1', output: '1', cacheRead: '-1' } }),
+      'models[0].pricing.cacheRead',
+    ],
+    [
+      'a zero context length',
+      acmeCatalog({ contextLength: 0 }),
+      'models[0].contextLength must be a positive integer',
+    ],
+    [
+      'a fractional max output',
+      acmeCatalog({ maxOutputTokens: 1.5 }),
+      'models[0].maxOutputTokens must be a positive integer',
+    ],
+    [
+      'an upstream without http(s) URL',
+      { upstreams: { acme: { baseUrl: 'ftp://x' } }, models: [] },
+      'upstreams.acme.baseUrl must be an http(s) URL',
+    ],
+    [
+      'an upstream shadowing a built-in provider',
+      { upstreams: { anthropic: { baseUrl: 'http://x' } }, models: [] },
+      'upstreams.anthropic shadows a built-in provider',
+    ],
+  ];
+  test.each(cases)('%s', (_name, raw, message) => {
+    let error: unknown;
+    try {
+      parseCatalog(raw);
+    } catch (thrown) {
+      error = thrown;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).variable).toBe('MODELS_FILE');
+    expect((error as Error).message).toContain(`MODELS_FILE ${message}`);
+  });
+
+  test('a good catalog keeps upstreams without trailing slashes and finds models by id', () => {
+    const catalog = parseCatalog(acmeCatalog());
+    expect(catalog.upstreams.acme).toEqual({
+      baseUrl: 'http://127.0.0.1:4000/v1',
+      apiKeyEnv: 'ACME_API_KEY',
+    });
+    expect(catalog.find('acme/small-1')?.providerModel).toBe('small-1');
+    expect(catalog.find('acme/missing')).toBeUndefined();
+  });
+});

@@ -1,0 +1,325 @@
+import fc from 'fast-check';
+import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { debtOf, findUsageRecord, recordUsage, UsageConflictError } from '../../src/billing/ledger.js';
+import {
+  confirmSettlement,
+  failSettlement,
+  findSettlement,
+  idleDebtors,
+  listUnfinishedSettlements,
+  markSettlementSent,
+  openSettlement,
+  SettlementInProgressError,
+  SettlementStateError,
+  settlementsOf,
+} from '../../src/billing/settlements.js';
+import { createUsageRecorder } from '../../src/billing/usage-recorder.js';
+import { loadCatalog } from '../../src/catalog/catalog.js';
+import type { Store } from '../../src/store/database.js';
+import { createTestDatabase, type TestDatabase, testDialects } from '../support/db.js';
+
+const newPayer = () => privateKeyToAddress(generatePrivateKey());
+let sequence = 0;
+const usage = {
+  inputTokens: 0,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  outputTokens: 0,
+  reasoningTokens: 0,
+  exact: true,
+};
+const cost = (totalPicoUsd: bigint) => ({
+  providerPicoUsd: totalPicoUsd,
+  commissionPicoUsd: 0n,
+  totalPicoUsd,
+});
+const txHash = (n: number) => `0x${n.toString(16).padStart(64, '0')}` as const;
+
+async function record(store: Store, payer: `0x${string}`, totalPicoUsd: bigint, createdAt?: Date) {
+  return recordUsage(store, {
+    requestId: `req-${++sequence}`,
+    payer,
+    rail: 'session',
+    model: 'anthropic/claude-sonnet-4.5',
+    usage,
+    cost: cost(totalPicoUsd),
+    createdAt,
+  });
+}
+
+describe.each(testDialects)('ledger on %s', (dialect) => {
+  let database: TestDatabase;
+  let store: Store;
+  beforeAll(async () => {
+    database = await createTestDatabase(dialect);
+    store = await database.open();
+  });
+  afterAll(() => database.drop());
+
+  test('a usage record is stored exactly, with checksummed payer, and idempotent on its request id', async () => {
+    const payer = newPayer();
+    const entry = {
+      requestId: `idem-${dialect}`,
+      payer: payer.toLowerCase() as `0x${string}`,
+      rail: 'x402' as const,
+      model: 'google/gemini-2.5-flash',
+      usage: {
+        inputTokens: 7,
+        cacheReadTokens: 3,
+        cacheWriteTokens: 1,
+        outputTokens: 11,
+        reasoningTokens: 5,
+        exact: false,
+      },
+      cost: {
+        providerPicoUsd: 9_223_372_036_854_775n,
+        commissionPicoUsd: 1n,
+        totalPicoUsd: 9_223_372_036_854_776n,
+      },
+    };
+    const first = await recordUsage(store, entry);
+    expect(first).toMatchObject({
+      payer,
+      rail: 'x402',
+      settlementId: null,
+      cost: entry.cost,
+      usage: entry.usage,
+    });
+    expect(await recordUsage(store, entry)).toEqual(first);
+    expect(await findUsageRecord(store, entry.requestId)).toEqual(first);
+    await expect(
+      recordUsage(store, { ...entry, usage: { ...entry.usage, outputTokens: 12 } }),
+    ).rejects.toBeInstanceOf(UsageConflictError);
+    await expect(recordUsage(store, { ...entry, payer: newPayer() })).rejects.toBeInstanceOf(
+      UsageConflictError,
+    );
+    expect((await debtOf(store, payer)).unpaidPicoUsd).toBe(entry.cost.totalPicoUsd);
+  });
+
+  test('the recorder prices a request at catalog prices plus commission and states it exactly', async () => {
+    const catalog = loadCatalog();
+    const model = catalog.find('anthropic/claude-sonnet-4.5')!;
+    const payer = newPayer();
+    const recorder = createUsageRecorder(store, 1000);
+    const stated = await recorder.record({
+      requestId: `recorder-${dialect}`,
+      payer,
+      rail: 'session',
+      model,
+      usage: {
+        inputTokens: 1001,
+        cacheReadTokens: 333,
+        cacheWriteTokens: 7,
+        outputTokens: 99,
+        reasoningTokens: 13,
+        exact: true,
+      },
+    });
+    expect(stated).toEqual({
+      provider: '0.00480915',
+      commission: '0.000480915',
+      total: '0.005290065',
+      totalPicoUsd: '5290065000',
+    });
+    const stored = await findUsageRecord(store, `recorder-${dialect}`);
+    expect(stored?.cost).toEqual({
+      providerPicoUsd: 4_809_150_000n,
+      commissionPicoUsd: 480_915_000n,
+      totalPicoUsd: 5_290_065_000n,
+    });
+  });
+
+  test('a payer with nothing recorded owes nothing and opens no settlement', async () => {
+    const payer = newPayer();
+    expect(await debtOf(store, payer)).toEqual({
+      unpaidPicoUsd: 0n,
+      creditPicoUsd: 0n,
+      owedPicoUsd: 0n,
+      owedAtomic: 0n,
+    });
+    expect(await openSettlement(store, payer, 'session')).toBeNull();
+  });
+
+  test('a settlement rounds up to the atomic unit and the excess is credited once confirmed', async () => {
+    const payer = newPayer();
+    await record(store, payer, 4_125_000n);
+    await record(store, payer, 75_000n);
+    expect(await debtOf(store, payer)).toEqual({
+      unpaidPicoUsd: 4_200_000n,
+      creditPicoUsd: 0n,
+      owedPicoUsd: 4_200_000n,
+      owedAtomic: 5n,
+    });
+    const opened = await openSettlement(store, payer, 'session');
+    expect(opened).toMatchObject({
+      payer,
+      rail: 'session',
+      status: 'pending',
+      amountAtomic: 5n,
+      recordsTotalPicoUsd: 4_200_000n,
+      recordCount: 2,
+      creditBeforePicoUsd: 0n,
+      carriedPicoUsd: 800_000n,
+      txHash: null,
+    });
+    // Claimed records are still owed until the transfer is confirmed.
+    expect((await debtOf(store, payer)).owedAtomic).toBe(5n);
+    await expect(openSettlement(store, payer, 'session')).rejects.toBeInstanceOf(SettlementInProgressError);
+
+    const sent = await markSettlementSent(store, opened!.id, txHash(1));
+    expect(sent).toMatchObject({ status: 'sent', txHash: txHash(1) });
+    expect(sent.sentAt).toBeInstanceOf(Date);
+    const confirmed = await confirmSettlement(store, opened!.id, { txHash: txHash(1), blockNumber: 42n });
+    expect(confirmed).toMatchObject({ status: 'confirmed', txHash: txHash(1), blockNumber: 42n });
+    expect(await debtOf(store, payer)).toEqual({
+      unpaidPicoUsd: 0n,
+      creditPicoUsd: 800_000n,
+      owedPicoUsd: 0n,
+      owedAtomic: 0n,
+    });
+    // Confirming twice with the same receipt is a no-op, a failure after confirmation is refused.
+    expect(await confirmSettlement(store, opened!.id, { txHash: txHash(1) })).toEqual(confirmed);
+    await expect(failSettlement(store, opened!.id, 'late')).rejects.toBeInstanceOf(SettlementStateError);
+
+    // The credit pays the next records first.
+    await record(store, payer, 1_500_000n);
+    const next = await openSettlement(store, payer, 'x402');
+    expect(next).toMatchObject({ amountAtomic: 1n, creditBeforePicoUsd: 800_000n, carriedPicoUsd: 300_000n });
+    await confirmSettlement(store, next!.id, { txHash: txHash(2) });
+    expect((await debtOf(store, payer)).creditPicoUsd).toBe(300_000n);
+  });
+
+  test('records the credit covers are paid by it without a transfer', async () => {
+    const payer = newPayer();
+    await record(store, payer, 1_000_001n);
+    const first = await openSettlement(store, payer, 'session');
+    expect(first?.amountAtomic).toBe(2n);
+    await confirmSettlement(store, first!.id, { txHash: txHash(3) });
+    await record(store, payer, 500_000n);
+    await record(store, payer, 499_999n);
+    expect(await debtOf(store, payer)).toMatchObject({
+      unpaidPicoUsd: 999_999n,
+      creditPicoUsd: 999_999n,
+      owedAtomic: 0n,
+    });
+    expect(await openSettlement(store, payer, 'session')).toBeNull();
+    expect(await debtOf(store, payer)).toEqual({
+      unpaidPicoUsd: 0n,
+      creditPicoUsd: 0n,
+      owedPicoUsd: 0n,
+      owedAtomic: 0n,
+    });
+    const [byCredit] = await settlementsOf(store, payer);
+    expect(byCredit).toMatchObject({ status: 'confirmed', amountAtomic: 0n, recordCount: 2, txHash: null });
+  });
+
+  test('a failed settlement releases its records and leaves the credit as it was', async () => {
+    const payer = newPayer();
+    await record(store, payer, 2_500_000n);
+    const paid = await openSettlement(store, payer, 'session');
+    await confirmSettlement(store, paid!.id, { txHash: txHash(4) });
+    await record(store, payer, 10_000_000n);
+    await record(store, payer, 1n);
+    const before = await debtOf(store, payer);
+    expect(before).toMatchObject({ creditPicoUsd: 500_000n, unpaidPicoUsd: 10_000_001n, owedAtomic: 10n });
+
+    const opened = await openSettlement(store, payer, 'session');
+    await markSettlementSent(store, opened!.id, txHash(5));
+    const failed = await failSettlement(store, opened!.id, 'ERC20TransferAmountEnforcer:allowance-exceeded');
+    expect(failed).toMatchObject({
+      status: 'failed',
+      failureReason: 'ERC20TransferAmountEnforcer:allowance-exceeded',
+    });
+    expect(await debtOf(store, payer)).toEqual(before);
+    expect(await failSettlement(store, opened!.id, 'again')).toMatchObject({
+      failureReason: failed.failureReason,
+    });
+    await expect(confirmSettlement(store, opened!.id, { txHash: txHash(5) })).rejects.toBeInstanceOf(
+      SettlementStateError,
+    );
+
+    const retry = await openSettlement(store, payer, 'session');
+    expect(retry).toMatchObject({ amountAtomic: 10n, recordCount: 2, creditBeforePicoUsd: 500_000n });
+    await confirmSettlement(store, retry!.id, { txHash: txHash(6) });
+    expect((await debtOf(store, payer)).creditPicoUsd).toBe(499_999n);
+  });
+
+  test('unknown settlements are refused', async () => {
+    await expect(markSettlementSent(store, 'nope', txHash(7))).rejects.toBeInstanceOf(SettlementStateError);
+    await expect(confirmSettlement(store, 'nope', { txHash: txHash(7) })).rejects.toThrow(/does not exist/);
+    expect(await findSettlement(store, 'nope')).toBeUndefined();
+  });
+
+  test('unfinished settlements and idle debtors are listed for reconciliation and the collector', async () => {
+    const now = new Date('2030-01-01T12:00:00Z');
+    const hour = 3_600_000;
+    const idle = newPayer();
+    const recent = newPayer();
+    const settling = newPayer();
+    await record(store, idle, 10n, new Date(now.getTime() - 3 * hour));
+    await record(store, idle, 10n, new Date(now.getTime() - 2 * hour));
+    await record(store, recent, 10n, new Date(now.getTime() - 3 * hour));
+    await record(store, recent, 10n, new Date(now.getTime() - 1000));
+    await record(store, settling, 10n, new Date(now.getTime() - 3 * hour));
+    const pending = await openSettlement(store, settling, 'session');
+    await record(store, settling, 10n, new Date(now.getTime() - 3 * hour));
+
+    const debtors = await idleDebtors(store, hour, { now });
+    expect(debtors).toContain(idle);
+    expect(await idleDebtors(store, hour, { now, rail: 'session' })).toContain(idle);
+    expect(await idleDebtors(store, hour, { now, rail: 'x402' })).not.toContain(idle);
+    expect(debtors).not.toContain(recent);
+    expect(debtors).not.toContain(settling);
+    expect((await listUnfinishedSettlements(store)).map((s) => s.id)).toContain(pending!.id);
+    await failSettlement(store, pending!.id, 'test');
+    expect((await listUnfinishedSettlements(store)).map((s) => s.id)).not.toContain(pending!.id);
+    expect(await idleDebtors(store, hour, { now })).toContain(settling);
+  });
+
+  test('over any history of settlements: confirmed amounts x 1e6 - credit = cost of paid records', async () => {
+    const step = fc.oneof(
+      {
+        weight: 5,
+        arbitrary: fc.bigInt({ min: 0n, max: 30_000_000n }).map((pico) => ({ kind: 'use' as const, pico })),
+      },
+      { weight: 2, arbitrary: fc.constant({ kind: 'settle' as const, outcome: 'confirm' as const }) },
+      { weight: 1, arbitrary: fc.constant({ kind: 'settle' as const, outcome: 'fail' as const }) },
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 25 }), async (steps) => {
+        const payer = newPayer();
+        let recorded = 0n;
+        let confirmedAtomic = 0n;
+        for (const s of steps) {
+          if (s.kind === 'use') {
+            await record(store, payer, s.pico);
+            recorded += s.pico;
+            continue;
+          }
+          const settlement = await openSettlement(store, payer, 'session');
+          if (!settlement) continue;
+          if (s.outcome === 'fail') {
+            await failSettlement(store, settlement.id, 'reverted');
+          } else {
+            await confirmSettlement(store, settlement.id, { txHash: txHash(++sequence) });
+            confirmedAtomic += settlement.amountAtomic;
+            // Nothing stays owed after a confirmed settlement.
+            expect((await debtOf(store, payer)).owedPicoUsd).toBe(0n);
+          }
+        }
+        const debt = await debtOf(store, payer);
+        const paidRecords = recorded - debt.unpaidPicoUsd;
+        expect(confirmedAtomic * 1_000_000n - debt.creditPicoUsd).toBe(paidRecords);
+        expect(debt.creditPicoUsd).toBeGreaterThanOrEqual(0n);
+        expect(debt.creditPicoUsd).toBeLessThan(1_000_000n);
+        const history = await settlementsOf(store, payer, { limit: 100 });
+        const paidBySettlements = history
+          .filter((s) => s.status === 'confirmed')
+          .reduce((sum, s) => sum + s.recordsTotalPicoUsd, 0n);
+        expect(paidBySettlements).toBe(paidRecords);
+      }),
+      { numRuns: dialect === 'sqlite' ? 60 : 25 },
+    );
+  });
+});

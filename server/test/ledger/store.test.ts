@@ -1,0 +1,91 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { sql } from 'kysely';
+import { afterAll, describe, expect, test } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { isPostgresUrl, openStore } from '../../src/store/database.js';
+import { migrateToLatest } from '../../src/store/migrate.js';
+import { migrations } from '../../src/store/migrations/index.js';
+import { testConfig } from '../support/config.js';
+import { createTestDatabase, testDialects } from '../support/db.js';
+
+const run = promisify(execFile);
+const scratch = mkdtempSync(join(tmpdir(), 'paygate-store-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const TABLES = ['payers', 'sessions', 'settlements', 'usage_records', 'x402_authorizations'];
+
+describe('SQLite file store', () => {
+  test('the gateway creates the file and its directory at start, in WAL mode, migrated', async () => {
+    const file = join(scratch, 'nested', 'dir', 'gateway.sqlite');
+    const app = await buildApp(testConfig({ databaseUrl: file }));
+    try {
+      expect(existsSync(file)).toBe(true);
+      const health = await app.inject({ method: 'GET', url: '/health' });
+      expect(health.json().data.dependencies.database).toEqual({ status: 'up', detail: 'sqlite' });
+    } finally {
+      await app.close();
+    }
+    const store = openStore(file);
+    try {
+      const mode = await sql<{ journal_mode: string }>`pragma journal_mode`.execute(store.db);
+      expect(mode.rows[0]?.journal_mode).toBe('wal');
+      const tables = await sql<{ name: string }>`select name from sqlite_master where type = 'table'`.execute(
+        store.db,
+      );
+      expect(tables.rows.map((row) => row.name)).toEqual(expect.arrayContaining(TABLES));
+      expect(await migrateToLatest(store)).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test('npm run migrate applies the migrations to DATABASE_URL once', async () => {
+    const file = join(scratch, 'cli', 'gateway.sqlite');
+    const env = { ...process.env, DATABASE_URL: file };
+    const first = await run('npm', ['run', '--silent', 'migrate'], {
+      env,
+      cwd: join(import.meta.dirname, '../..'),
+    });
+    expect(first.stdout.trim()).toBe(`applied: ${Object.keys(migrations).join(', ')}`);
+    const again = await run('npm', ['run', '--silent', 'migrate'], {
+      env,
+      cwd: join(import.meta.dirname, '../..'),
+    });
+    expect(again.stdout.trim()).toBe('database is up to date');
+  });
+
+  test('npm run migrate names DATABASE_URL when it is neither a path nor a postgres URL', async () => {
+    const env = { ...process.env, DATABASE_URL: 'mysql://localhost/db' };
+    const failed = await run('npm', ['run', '--silent', 'migrate'], {
+      env,
+      cwd: join(import.meta.dirname, '../..'),
+    }).catch((error: { code: number; stderr: string }) => error);
+    expect(failed).toMatchObject({ code: 1 });
+    expect((failed as { stderr: string }).stderr).toContain('Invalid configuration: DATABASE_URL');
+  });
+});
+
+describe.each(testDialects)('migrations on %s', (dialect) => {
+  test('create every table and apply once', async () => {
+    const database = await createTestDatabase(dialect);
+    try {
+      const store = await database.open();
+      expect(store.dialect).toBe(dialect);
+      expect(isPostgresUrl(database.url)).toBe(dialect === 'postgres');
+      expect(await migrateToLatest(store)).toEqual([]);
+      for (const table of TABLES) {
+        const count = await store.db
+          .selectFrom(table as 'payers')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .executeTakeFirstOrThrow();
+        expect(count.n).toBe(0n);
+      }
+    } finally {
+      await database.drop();
+    }
+  });
+});

@@ -1,0 +1,243 @@
+import type OpenAI from 'openai';
+import { APIError } from 'openai';
+import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { ApiError } from '../../src/http/errors.js';
+import { gateDouble, recorderDouble } from '../support/chat-doubles.js';
+import { testConfig } from '../support/config.js';
+import { type Harness, startHarness } from './gateway-harness.js';
+
+const CLAUDE = 'anthropic/claude-haiku-4.5';
+const GEMINI = 'google/gemini-2.5-pro';
+const UPSTREAM_TIMEOUT_MS = 1000;
+const hi = [{ role: 'user' as const, content: 'Hi' }];
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness({ upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS });
+});
+afterAll(() => h.close());
+beforeEach(() => {
+  h.recorder.entries.length = 0;
+  h.recorder.failure = undefined;
+  h.gate.refusal = undefined;
+});
+
+async function failure(promise: Promise<unknown>): Promise<APIError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(APIError);
+  return error as APIError;
+}
+
+/** Reads a stream until it fails; returns the text that came before and the error. */
+async function readUntilFailure(stream: AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>) {
+  let text = '';
+  try {
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+  } catch (error) {
+    return { text, error: error as APIError };
+  }
+  throw new Error(`the stream ended without an error after "${text}"`);
+}
+
+async function rawStream(model: string) {
+  const res = await fetch(`${h.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: hi, stream: true }),
+  });
+  return { status: res.status, events: (await res.text()).split('\n\n').filter((event) => event !== '') };
+}
+
+describe('upstream failures before the answer began', () => {
+  test('an Anthropic 400 is a 502 provider_error with the upstream status and message', async () => {
+    h.anthropic.script({ httpError: { status: 400, message: 'messages.0.content: must not be empty' } });
+    const error = await failure(h.client.chat.completions.create({ model: CLAUDE, messages: hi }));
+    expect(error.status).toBe(502);
+    expect(error.code).toBe('provider_error');
+    expect(error.error).toMatchObject({
+      details: { upstreamStatus: 400, upstreamMessage: 'messages.0.content: must not be empty' },
+    });
+    expect(error.message).toContain('anthropic answered 400');
+    expect(h.recorder.entries).toEqual([]);
+    expect(h.gate.released).toBe(h.gate.admitted.length);
+  });
+
+  test('an overloaded Anthropic (529) on a stream request is a plain 502 envelope, not an event stream', async () => {
+    h.anthropic.script({ httpError: { status: 529, message: 'Overloaded' } });
+    const res = await fetch(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: CLAUDE, messages: hi, stream: true }),
+    });
+    expect(res.status).toBe(502);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(res.headers.get('x-settlement')).toBe('none-due');
+    const body = await res.json();
+    expect(body).toMatchObject({
+      data: null,
+      error: { code: 'provider_error', details: { upstreamStatus: 529, upstreamMessage: 'Overloaded' } },
+      meta: { path: '/v1/chat/completions' },
+    });
+  });
+
+  test('a Gemini 503 keeps Google’s message', async () => {
+    h.gemini.script({
+      httpError: { status: 503, message: 'The model is overloaded. Please try again later.' },
+    });
+    const error = await failure(
+      h.client.chat.completions.create({ model: GEMINI, messages: hi, stream: true }),
+    );
+    expect(error.status).toBe(502);
+    expect(error.error).toMatchObject({
+      code: 'provider_error',
+      details: { upstreamStatus: 503, upstreamMessage: 'The model is overloaded. Please try again later.' },
+    });
+  });
+
+  test('an upstream that never answers is a 504 after the configured timeout, and the call is dropped', async () => {
+    h.gemini.script({ hang: true });
+    const error = await failure(h.client.chat.completions.create({ model: GEMINI, messages: hi }));
+    expect(error.status).toBe(504);
+    expect(error.error).toMatchObject({
+      code: 'provider_error',
+      details: { upstreamStatus: null, upstreamMessage: `google sent nothing for ${UPSTREAM_TIMEOUT_MS} ms` },
+    });
+    await vi.waitFor(() => expect(h.gemini.log.at(-1)!.abortedAt).toBeDefined());
+    expect(h.recorder.entries).toEqual([]);
+  });
+
+  test('an unreachable provider is a 502 saying so', async () => {
+    const app = await buildApp(testConfig(), { gate: gateDouble(), recorder: recorderDouble(), checks: [] });
+    try {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/v1/chat/completions',
+        payload: { model: CLAUDE, messages: hi },
+      });
+      expect(res.statusCode).toBe(502);
+      expect(res.json().error).toMatchObject({ code: 'provider_error', details: { upstreamStatus: null } });
+      expect(res.json().error.message).toMatch(/^anthropic failed: anthropic could not be reached/);
+    } finally {
+      await app.close();
+    }
+  });
+
+  test('a payer the gate refuses never reaches the provider', async () => {
+    h.gate.refusal = new ApiError(402, 'payment_required', 'settle your debt first');
+    const before = h.anthropic.log.length;
+    const error = await failure(h.client.chat.completions.create({ model: CLAUDE, messages: hi }));
+    expect(error.status).toBe(402);
+    expect(error.code).toBe('payment_required');
+    expect(h.anthropic.log.length).toBe(before);
+  });
+});
+
+describe('failures after the stream began', () => {
+  test('an Anthropic error event: the text so far, then an SSE error; usage from message_start, not exact', async () => {
+    h.anthropic.script({
+      text: ['one ', 'two ', 'three'],
+      usage: { input_tokens: 40, output_tokens: 9 },
+      failAfterEvents: 5, // message_start, content_block_start, ping, "one ", "two ", then the error
+    });
+    const { text, error } = await readUntilFailure(
+      await h.client.chat.completions.create({ model: CLAUDE, messages: hi, stream: true }),
+    );
+    expect(text).toBe('one two ');
+    expect(error.error).toMatchObject({ code: 'provider_error', details: { upstreamStatus: 529 } });
+    expect(error.message).toContain('Overloaded');
+    expect(h.recorder.entries.map((entry) => entry.usage)).toEqual([
+      {
+        inputTokens: 40,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+        outputTokens: 1,
+        reasoningTokens: 0,
+        exact: false,
+      },
+    ]);
+    expect(h.gate.released).toBe(h.gate.admitted.length);
+  });
+
+  test('a Gemini error chunk ends the stream with an SSE error and no [DONE]; usage of the last chunk', async () => {
+    h.gemini.script({
+      text: ['alpha ', 'beta ', 'gamma'],
+      usage: { promptTokenCount: 17 },
+      failAfterEvents: 2,
+    });
+    const { status, events } = await rawStream(GEMINI);
+    expect(status).toBe(200);
+    const last = JSON.parse(events.at(-1)!.replace(/^data: /, ''));
+    expect(last).toEqual({
+      error: {
+        code: 'provider_error',
+        message: 'google answered 500: An internal error has occurred. Please retry.',
+        details: { upstreamStatus: 500, upstreamMessage: 'An internal error has occurred. Please retry.' },
+      },
+    });
+    expect(events).not.toContain('data: [DONE]');
+    expect(events.some((event) => event.includes('"usage"'))).toBe(false);
+    expect(h.recorder.entries[0]!.usage).toEqual({
+      inputTokens: 17,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      outputTokens: 2,
+      reasoningTokens: 0,
+      exact: false,
+    });
+  });
+
+  test('an upstream that goes silent mid-stream times out into an SSE error', async () => {
+    h.anthropic.script({ text: ['a ', 'b ', 'c'], usage: { input_tokens: 5 }, hangAfterEvents: 4 });
+    const { text, error } = await readUntilFailure(
+      await h.client.chat.completions.create({ model: CLAUDE, messages: hi, stream: true }),
+    );
+    expect(text).toBe('a ');
+    expect(error.error).toMatchObject({
+      code: 'provider_error',
+      details: {
+        upstreamStatus: null,
+        upstreamMessage: `anthropic sent nothing for ${UPSTREAM_TIMEOUT_MS} ms`,
+      },
+    });
+    expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 5, outputTokens: 1, exact: false });
+  });
+
+  test('a stream that ends before message_stop is an error, not a success', async () => {
+    h.anthropic.script({ text: ['x', 'y'], usage: { input_tokens: 3 }, endAfterEvents: 5 });
+    const { events } = await rawStream(CLAUDE);
+    expect(JSON.parse(events.at(-1)!.slice(6))).toMatchObject({
+      error: {
+        code: 'provider_error',
+        message: 'anthropic failed: the answer stream ended before message_stop',
+      },
+    });
+    expect(events).not.toContain('data: [DONE]');
+    expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 3, exact: false });
+  });
+});
+
+describe('a usage record that cannot be written', () => {
+  test('withholds a whole answer: 500 internal_error', async () => {
+    h.recorder.failure = new Error('ledger unavailable');
+    h.anthropic.script({ text: 'Paid-for words.' });
+    const error = await failure(h.client.chat.completions.create({ model: CLAUDE, messages: hi }));
+    expect(error.status).toBe(500);
+    expect(error.code).toBe('internal_error');
+    expect(error.message).toContain('could not record the usage');
+    expect(error.message).not.toContain('ledger unavailable');
+    expect(h.gate.released).toBe(h.gate.admitted.length);
+  });
+
+  test('ends a stream with an internal_error event instead of the usage chunk and [DONE]', async () => {
+    h.recorder.failure = new Error('ledger unavailable');
+    h.gemini.script({ text: ['some ', 'words'] });
+    const { events } = await rawStream(GEMINI);
+    expect(events.at(-1)).toMatch(/^data: \{"error":\{"code":"internal_error"/);
+    expect(events).not.toContain('data: [DONE]');
+    expect(events.some((event) => event.includes('"usage"'))).toBe(false);
+  });
+});

@@ -1,0 +1,86 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import OpenAI from 'openai';
+import { startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
+import { startGeminiSimulator } from '../../devkit/simulators/gemini.js';
+import { startOpenAICompatibleSimulator } from '../../devkit/simulators/openai-compatible.js';
+import { buildApp } from '../../src/app.js';
+import { type Catalog, loadCatalog, parseCatalog } from '../../src/catalog/catalog.js';
+import type { LimitsConfig } from '../../src/config.js';
+import { type GateDouble, gateDouble, type RecorderDouble, recorderDouble } from '../support/chat-doubles.js';
+import { testConfig } from '../support/config.js';
+
+export type Harness = Awaited<ReturnType<typeof startHarness>>;
+
+/** The shipped catalog plus one OpenAI-compatible upstream, `local`, served by its simulator. */
+function catalogWith(localUrl: string): Catalog {
+  const shipped = loadCatalog();
+  return parseCatalog({
+    upstreams: { local: { baseUrl: `${localUrl}/v1`, apiKeyEnv: 'PAYGATE_TEST_LOCAL_KEY' } },
+    models: [
+      ...shipped.models,
+      {
+        id: 'local/llama-3.1-8b',
+        provider: 'local',
+        providerModel: 'meta-llama/Llama-3.1-8B-Instruct',
+        name: 'Llama 3.1 8B',
+        contextLength: 131072,
+        maxOutputTokens: 8192,
+        defaultMaxTokens: 1024,
+        pricing: { input: '0.05', output: '0.10' },
+      },
+    ],
+  });
+}
+
+/**
+ * The gateway listening on 127.0.0.1 with its providers pointed at simulators, the payment gate
+ * and usage recorder replaced by doubles, and an official OpenAI client aimed at it.
+ */
+export async function startHarness(limits: Partial<LimitsConfig> = {}) {
+  const [anthropic, gemini, local] = await Promise.all([
+    startAnthropicSimulator(),
+    startGeminiSimulator(),
+    startOpenAICompatibleSimulator(),
+  ]);
+  process.env.PAYGATE_TEST_LOCAL_KEY = 'sk-local-test';
+  const gate: GateDouble = gateDouble({ 'x-settlement': 'none-due' });
+  const recorder: RecorderDouble = recorderDouble();
+  const config = testConfig({
+    providers: {
+      anthropic: { apiKey: 'sk-ant-test', baseUrl: anthropic.url },
+      google: { apiKey: 'gemini-test', baseUrl: gemini.url },
+    },
+    limits: { rateLimitMax: 100_000, ...limits } as LimitsConfig,
+  });
+  const app: FastifyInstance = await buildApp(config, {
+    gate,
+    recorder,
+    checks: [],
+    catalog: catalogWith(local.url),
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused-by-the-doubles', maxRetries: 0 });
+  return {
+    app,
+    url,
+    client,
+    gate,
+    recorder,
+    anthropic,
+    gemini,
+    local,
+    async close() {
+      await app.close();
+      await Promise.all([anthropic.close(), gemini.close(), local.close()]);
+    },
+  };
+}
+
+/** Every chunk of a stream, read to its end. */
+export async function collect(stream: AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>) {
+  const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return chunks;
+}

@@ -1,0 +1,304 @@
+import type OpenAI from 'openai';
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { statedCost } from '../support/chat-doubles.js';
+import { collect, type Harness, startHarness } from './gateway-harness.js';
+
+const MODEL = 'google/gemini-2.5-flash';
+const JPEG = '/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=';
+const weatherTool = {
+  type: 'function' as const,
+  function: {
+    name: 'get_weather',
+    description: 'Current weather of a city',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string' } },
+      required: ['city'],
+      additionalProperties: false,
+    },
+  },
+};
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(() => h.close());
+beforeEach(() => {
+  h.gemini.log.length = 0;
+  h.recorder.entries.length = 0;
+});
+
+const lastSent = () => h.gemini.log.at(-1)!;
+
+describe('Gemini behind /v1/chat/completions', () => {
+  test('a completion: generateContent with systemInstruction, usage with cache and thoughts in their buckets', async () => {
+    h.gemini.script({
+      thinking: 'Greeting.',
+      text: 'Hello there.',
+      usage: {
+        promptTokenCount: 30,
+        cachedContentTokenCount: 10,
+        candidatesTokenCount: 4,
+        thoughtsTokenCount: 6,
+      },
+    });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Hi' },
+      ],
+    });
+    expect(answer).toMatchObject({
+      object: 'chat.completion',
+      model: MODEL,
+      choices: [{ message: { role: 'assistant', content: 'Hello there.' }, finish_reason: 'stop' }],
+      usage: {
+        prompt_tokens: 30,
+        completion_tokens: 10,
+        total_tokens: 40,
+        prompt_tokens_details: { cached_tokens: 10 },
+        completion_tokens_details: { reasoning_tokens: 6 },
+      },
+    });
+    const sent = lastSent();
+    expect(sent.path).toBe('/v1beta/models/gemini-2.5-flash:generateContent');
+    expect(sent.headers['x-goog-api-key']).toBe('gemini-test');
+    expect(sent.body).toEqual({
+      contents: [{ role: 'user', parts: [{ text: 'Hi' }] }],
+      systemInstruction: { parts: [{ text: 'Be brief.' }] },
+      generationConfig: { maxOutputTokens: 8192 },
+    });
+    expect(h.recorder.entries[0]!.usage).toEqual({
+      inputTokens: 20,
+      cacheReadTokens: 10,
+      cacheWriteTokens: 0,
+      outputTokens: 4,
+      reasoningTokens: 6,
+      exact: true,
+    });
+    expect((answer.usage as unknown as { cost: unknown }).cost).toEqual(statedCost(h.recorder.entries[0]!));
+  });
+
+  test('a stream: streamGenerateContent?alt=sse, text deltas as they come, usage of the last chunk', async () => {
+    h.gemini.script({
+      text: ['The ', 'sky ', 'is blue.'],
+      usage: { promptTokenCount: 8, candidatesTokenCount: 5, thoughtsTokenCount: 2 },
+    });
+    const chunks = await collect(
+      await h.client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Sky?' }],
+        stream: true,
+      }),
+    );
+    expect(lastSent().path).toBe('/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse');
+    expect(new Set(chunks.map((chunk) => chunk.id)).size).toBe(1);
+    expect(chunks[0]!.choices[0]!.delta.role).toBe('assistant');
+    expect(chunks.filter((chunk) => chunk.choices[0]?.delta.role).length).toBe(1);
+    expect(chunks.map((chunk) => chunk.choices[0]?.delta.content).filter(Boolean)).toEqual([
+      'The ',
+      'sky ',
+      'is blue.',
+    ]);
+    expect(chunks.filter((chunk) => chunk.choices.length > 0).at(-1)!.choices[0]!.finish_reason).toBe('stop');
+    expect(chunks.at(-1)!.usage).toMatchObject({
+      prompt_tokens: 8,
+      completion_tokens: 7,
+      completion_tokens_details: { reasoning_tokens: 2 },
+    });
+    expect(h.recorder.entries[0]!.usage).toMatchObject({
+      inputTokens: 8,
+      outputTokens: 5,
+      reasoningTokens: 2,
+      exact: true,
+    });
+  });
+
+  test('tools: functionCall gets a generated id; the result goes back as functionResponse by name', async () => {
+    h.gemini.script({ toolCalls: [{ name: 'get_weather', arguments: { city: 'Paris' } }] });
+    const first = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Weather in Paris?' }],
+      tools: [weatherTool],
+      tool_choice: 'required',
+    });
+    const choice = first.choices[0]!;
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.content).toBeNull();
+    const call = choice.message
+      .tool_calls![0]! as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall;
+    expect(call.id).toMatch(/^call_[0-9a-f]{24}$/);
+    expect(call.function).toEqual({ name: 'get_weather', arguments: '{"city":"Paris"}' });
+    expect(lastSent().body).toMatchObject({
+      tools: [
+        {
+          functionDeclarations: [
+            {
+              name: 'get_weather',
+              description: 'Current weather of a city',
+              parametersJsonSchema: weatherTool.function.parameters,
+            },
+          ],
+        },
+      ],
+      toolConfig: { functionCallingConfig: { mode: 'ANY' } },
+    });
+
+    h.gemini.script({ text: 'Sunny.' });
+    const second = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        { role: 'user', content: 'Weather in Paris?' },
+        choice.message as OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam,
+        { role: 'tool', tool_call_id: call.id, content: '{"temp":21}' },
+        { role: 'tool', tool_call_id: call.id, content: 'plain words' },
+      ],
+      tools: [weatherTool],
+      tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    });
+    expect(second.choices[0]!.message.content).toBe('Sunny.');
+    expect(lastSent().body.contents).toEqual([
+      { role: 'user', parts: [{ text: 'Weather in Paris?' }] },
+      { role: 'model', parts: [{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }] },
+      {
+        role: 'user',
+        parts: [
+          { functionResponse: { name: 'get_weather', response: { temp: 21 } } },
+          { functionResponse: { name: 'get_weather', response: { output: 'plain words' } } },
+        ],
+      },
+    ]);
+    expect(lastSent().body.toolConfig).toEqual({
+      functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['get_weather'] },
+    });
+  });
+
+  test('tools in a stream: each call whole, with its id, name and arguments, indexed in order', async () => {
+    h.gemini.script({
+      toolCalls: [
+        { name: 'get_weather', arguments: { city: 'Oslo' } },
+        { name: 'get_weather', arguments: { city: 'Rome' } },
+      ],
+    });
+    const chunks = await collect(
+      await h.client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Oslo and Rome?' }],
+        tools: [weatherTool],
+        tool_choice: 'none',
+        stream: true,
+      }),
+    );
+    expect(lastSent().body.toolConfig).toEqual({ functionCallingConfig: { mode: 'NONE' } });
+    const deltas = chunks.flatMap((chunk) => chunk.choices[0]?.delta.tool_calls ?? []);
+    expect(deltas).toEqual([
+      {
+        index: 0,
+        id: expect.stringMatching(/^call_/),
+        type: 'function',
+        function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
+      },
+      {
+        index: 1,
+        id: expect.stringMatching(/^call_/),
+        type: 'function',
+        function: { name: 'get_weather', arguments: '{"city":"Rome"}' },
+      },
+    ]);
+    expect(deltas[0]!.id).not.toBe(deltas[1]!.id);
+    expect(chunks.filter((chunk) => chunk.choices.length > 0).at(-1)!.choices[0]!.finish_reason).toBe(
+      'tool_calls',
+    );
+  });
+
+  test('images: a data URL becomes inlineData, an http URL fileData', async () => {
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What is this?' },
+            { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${JPEG}` } },
+            { type: 'image_url', image_url: { url: 'https://example.com/photos/dog.webp' } },
+          ],
+        },
+      ],
+    });
+    expect(lastSent().body.contents[0].parts).toEqual([
+      { text: 'What is this?' },
+      { inlineData: { mimeType: 'image/jpeg', data: JPEG } },
+      { fileData: { fileUri: 'https://example.com/photos/dog.webp', mimeType: 'image/webp' } },
+    ]);
+  });
+
+  test('json mode, stop, sampling and penalties go to generationConfig', async () => {
+    h.gemini.script({ text: '{"ok":true}' });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Say ok as JSON.' }],
+      response_format: { type: 'json_object' },
+      stop: 'END',
+      temperature: 1.5,
+      top_p: 0.9,
+      // @ts-expect-error top_k is not in the OpenAI types, but the gateway accepts it
+      top_k: 40,
+      presence_penalty: 0.5,
+      frequency_penalty: -0.5,
+      seed: 7,
+      max_completion_tokens: 100,
+    });
+    expect(answer.choices[0]!.message.content).toBe('{"ok":true}');
+    expect(lastSent().body.generationConfig).toEqual({
+      maxOutputTokens: 100,
+      temperature: 1.5,
+      topP: 0.9,
+      topK: 40,
+      stopSequences: ['END'],
+      responseMimeType: 'application/json',
+      presencePenalty: 0.5,
+      frequencyPenalty: -0.5,
+      seed: 7,
+    });
+  });
+
+  test('MAX_TOKENS is finish_reason length; SAFETY is content_filter', async () => {
+    h.gemini.script({ text: 'Once upon', stop: 'MAX_TOKENS' }, { stop: 'SAFETY' });
+    const cut = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'A story.' }],
+      max_tokens: 2,
+    });
+    expect(cut.choices[0]!.finish_reason).toBe('length');
+    expect(lastSent().body.generationConfig.maxOutputTokens).toBe(2);
+    const filtered = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Something unsafe.' }],
+    });
+    expect(filtered.choices[0]).toMatchObject({ finish_reason: 'content_filter', message: { content: '' } });
+  });
+
+  test('a multi-turn history: roles user/model, consecutive turns merged, assistant text kept', async () => {
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        { role: 'system', content: 'Rule one.' },
+        { role: 'system', content: [{ type: 'text', text: 'Rule two.' }] },
+        { role: 'user', content: 'Hello.' },
+        { role: 'assistant', content: 'Hi! How can I help?' },
+        { role: 'user', content: 'Tell me a joke.' },
+        { role: 'user', content: 'A short one.' },
+      ],
+    });
+    expect(lastSent().body.systemInstruction).toEqual({
+      parts: [{ text: 'Rule one.' }, { text: 'Rule two.' }],
+    });
+    expect(lastSent().body.contents).toEqual([
+      { role: 'user', parts: [{ text: 'Hello.' }] },
+      { role: 'model', parts: [{ text: 'Hi! How can I help?' }] },
+      { role: 'user', parts: [{ text: 'Tell me a joke.' }, { text: 'A short one.' }] },
+    ]);
+  });
+});

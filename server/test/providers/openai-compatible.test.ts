@@ -1,0 +1,85 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { collect, type Harness, startHarness } from './gateway-harness.js';
+
+const MODEL = 'local/llama-3.1-8b';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(() => h.close());
+beforeEach(() => {
+  h.local.log.length = 0;
+  h.recorder.entries.length = 0;
+});
+
+describe('an OpenAI-compatible upstream listed in the catalog', () => {
+  test('a completion passes through with the provider model id, its key, and usage details mapped', async () => {
+    h.local.script({
+      text: 'Bonjour.',
+      usage: {
+        prompt_tokens: 50,
+        completion_tokens: 30,
+        prompt_tokens_details: { cached_tokens: 20 },
+        completion_tokens_details: { reasoning_tokens: 12 },
+      },
+    });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Salut' }],
+      temperature: 0.2,
+      // @ts-expect-error top_k is not in the OpenAI types; OpenAI-compatible servers like vLLM take it
+      top_k: 5,
+    });
+    expect(answer).toMatchObject({
+      model: MODEL,
+      choices: [{ message: { content: 'Bonjour.' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 50, completion_tokens: 30, prompt_tokens_details: { cached_tokens: 20 } },
+    });
+    const sent = h.local.log.at(-1)!;
+    expect(sent.path).toBe('/v1/chat/completions');
+    expect(sent.headers.authorization).toBe('Bearer sk-local-test');
+    expect(sent.body).toEqual({
+      model: 'meta-llama/Llama-3.1-8B-Instruct',
+      messages: [{ role: 'user', content: 'Salut' }],
+      temperature: 0.2,
+      top_k: 5,
+      max_tokens: 1024,
+      stream: false,
+    });
+    expect(h.recorder.entries[0]!.usage).toEqual({
+      inputTokens: 30,
+      cacheReadTokens: 20,
+      cacheWriteTokens: 0,
+      outputTokens: 18,
+      reasoningTokens: 12,
+      exact: true,
+    });
+  });
+
+  test('a stream asks the upstream for usage and relays content and tool call deltas', async () => {
+    h.local.script({
+      text: ['Let ', 'me ', 'look.'],
+      toolCalls: [{ id: 'call_up_1', name: 'lookup', arguments: { q: 'x' } }],
+      usage: { prompt_tokens: 9, completion_tokens: 7 },
+    });
+    const stream = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Find x' }],
+      tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } }],
+      stream: true,
+      stream_options: { include_usage: false },
+    });
+    const chunks = await collect(stream);
+    expect(h.local.log.at(-1)!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('')).toBe('Let me look.');
+    const calls = chunks.flatMap((chunk) => chunk.choices[0]?.delta.tool_calls ?? []);
+    expect(calls[0]).toMatchObject({ index: 0, id: 'call_up_1', function: { name: 'lookup' } });
+    expect(calls.map((call) => call.function?.arguments ?? '').join('')).toBe('{"q":"x"}');
+    expect(chunks.filter((chunk) => chunk.choices.length > 0).at(-1)!.choices[0]!.finish_reason).toBe(
+      'tool_calls',
+    );
+    expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: 9, completion_tokens: 7 });
+    expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 9, outputTokens: 7, exact: true });
+  });
+});

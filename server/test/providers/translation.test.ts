@@ -1,0 +1,426 @@
+import { describe, expect, test } from 'vitest';
+import {
+  AnthropicStreamDecoder,
+  anthropicCompletion,
+  anthropicFinishReason,
+  anthropicRequestBody,
+} from '../../src/providers/anthropic.js';
+import {
+  GeminiStreamDecoder,
+  geminiContents,
+  geminiFinishReason,
+  geminiUsage,
+} from '../../src/providers/gemini.js';
+import { imageSource, mediaTypeOfUrl, toolArguments } from '../../src/providers/message-parts.js';
+import { openAIUsage, upstreamRequestBody } from '../../src/providers/openai-compatible.js';
+import { serverSentEvents } from '../../src/providers/sse.js';
+import { ProviderError, UntranslatableRequestError } from '../../src/providers/types.js';
+import { errorMessage } from '../../src/providers/upstream.js';
+import { toOpenAIUsage } from '../../src/providers/usage.js';
+
+const event = (data: unknown) => ({ data: JSON.stringify(data) });
+
+async function* bytes(...pieces: Array<string | Uint8Array>) {
+  for (const piece of pieces) yield typeof piece === 'string' ? new TextEncoder().encode(piece) : piece;
+}
+
+async function eventsOf(source: AsyncIterable<Uint8Array>) {
+  const events = [];
+  for await (const message of serverSentEvents(source))
+    events.push({ event: message.event, data: message.data });
+  return events;
+}
+
+describe('image parts', () => {
+  test('a base64 data URL is inline data; an http(s) URL stays a URL', () => {
+    expect(imageSource('data:image/png;base64,AAAA', 'f')).toEqual({
+      kind: 'inline',
+      mediaType: 'image/png',
+      data: 'AAAA',
+    });
+    expect(imageSource('https://x.test/a.png', 'f')).toEqual({ kind: 'url', url: 'https://x.test/a.png' });
+  });
+
+  test('a data URL without ;base64 is percent-decoded and re-encoded', () => {
+    const source = imageSource('data:image/svg+xml,%3Csvg%2F%3E', 'f');
+    expect(source).toEqual({
+      kind: 'inline',
+      mediaType: 'image/svg+xml',
+      data: Buffer.from('<svg/>').toString('base64'),
+    });
+  });
+
+  test('an image URL’s media type comes from its extension, JPEG when it has none', () => {
+    expect(mediaTypeOfUrl('https://x.test/a/b.PNG?size=2')).toBe('image/png');
+    expect(mediaTypeOfUrl('https://x.test/photo.heic')).toBe('image/heic');
+    expect(mediaTypeOfUrl('https://x.test/image?id=7')).toBe('image/jpeg');
+  });
+
+  test('anything else is refused, naming the field', () => {
+    for (const url of ['ftp://x.test/a.png', 'data:text/plain;base64,AAAA', 'data:;base64,AAAA', 'cat.png']) {
+      const error = (() => {
+        try {
+          imageSource(url, 'messages[0].content[1].image_url.url');
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(error).toBeInstanceOf(UntranslatableRequestError);
+      expect((error as UntranslatableRequestError).field).toBe('messages[0].content[1].image_url.url');
+    }
+  });
+});
+
+describe('tool call arguments', () => {
+  test('an empty string is an empty object; a JSON object is parsed', () => {
+    expect(toolArguments('', 'f')).toEqual({});
+    expect(toolArguments('{"a":[1]}', 'f')).toEqual({ a: [1] });
+  });
+
+  test('anything but a JSON object is a 400 on that field', () => {
+    for (const text of ['[1]', '"x"', '{oops', 'null'])
+      expect(() => toolArguments(text, 'messages[1].tool_calls[0].function.arguments')).toThrow(
+        UntranslatableRequestError,
+      );
+  });
+});
+
+describe('upstream error bodies', () => {
+  test('the provider’s own message is kept, whichever family wrote it', () => {
+    expect(
+      errorMessage('{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}', 400),
+    ).toBe('bad');
+    expect(errorMessage('{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}', 429)).toBe(
+      'quota',
+    );
+    expect(errorMessage('{"error":{"message":"no such model","type":"invalid_request_error"}}', 404)).toBe(
+      'no such model',
+    );
+    expect(errorMessage('{"error":"Model not found"}', 404)).toBe('Model not found');
+    expect(errorMessage('upstream connect error', 503)).toBe('upstream connect error');
+    expect(errorMessage('', 502)).toBe('HTTP 502');
+    expect(errorMessage('x'.repeat(5000), 500)).toHaveLength(1001);
+  });
+});
+
+describe('server-sent events', () => {
+  test('events split anywhere (mid-line, mid-character, CRLF) come out whole, the last without its blank line', async () => {
+    const euro = new TextEncoder().encode('data: {"t":"€"}\r\n\r\n');
+    const source = bytes(
+      'event: message_start\nda',
+      'ta: {"a":1}\n',
+      '\n',
+      euro.slice(0, 12),
+      euro.slice(12),
+      ': a comment\n\n',
+      'data: [DONE]',
+    );
+    expect(await eventsOf(source)).toEqual([
+      { event: 'message_start', data: '{"a":1}' },
+      { event: undefined, data: '{"t":"€"}' },
+      { event: undefined, data: '[DONE]' },
+    ]);
+  });
+});
+
+describe('Anthropic', () => {
+  test('the stream decoder: text and tool deltas, OpenAI tool indexes, cumulative usage, one finish', () => {
+    const decoder = new AnthropicStreamDecoder();
+    const parts = [
+      {
+        type: 'message_start',
+        message: { usage: { input_tokens: 10, cache_read_input_tokens: 2, output_tokens: 1 } },
+      },
+      { type: 'content_block_start', index: 0, content_block: { type: 'thinking', thinking: '' } },
+      { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: 'hmm' } },
+      { type: 'content_block_stop', index: 0 },
+      { type: 'content_block_start', index: 1, content_block: { type: 'text', text: '' } },
+      { type: 'ping' },
+      { type: 'content_block_delta', index: 1, delta: { type: 'text_delta', text: 'Hi' } },
+      {
+        type: 'content_block_start',
+        index: 2,
+        content_block: { type: 'tool_use', id: 'toolu_9', name: 'f', input: {} },
+      },
+      { type: 'content_block_delta', index: 2, delta: { type: 'input_json_delta', partial_json: '{"a":' } },
+      { type: 'content_block_delta', index: 2, delta: { type: 'input_json_delta', partial_json: '1}' } },
+      { type: 'message_delta', delta: { stop_reason: 'tool_use' }, usage: { output_tokens: 30 } },
+      { type: 'message_delta', delta: { stop_reason: 'tool_use' }, usage: { output_tokens: 31 } },
+      { type: 'a_future_event' },
+    ].flatMap((data) => decoder.decode(event(data)));
+    expect(parts).toEqual([
+      { type: 'delta', content: 'Hi' },
+      {
+        type: 'delta',
+        toolCalls: [{ index: 0, id: 'toolu_9', type: 'function', function: { name: 'f', arguments: '' } }],
+      },
+      { type: 'delta', toolCalls: [{ index: 0, function: { arguments: '{"a":' } }] },
+      { type: 'delta', toolCalls: [{ index: 0, function: { arguments: '1}' } }] },
+      { type: 'finish', finishReason: 'tool_calls' },
+    ]);
+    expect(decoder.usage()).toEqual({
+      inputTokens: 10,
+      cacheReadTokens: 2,
+      cacheWriteTokens: 0,
+      outputTokens: 31,
+      reasoningTokens: 0,
+      exact: false,
+    });
+    expect(() => decoder.end()).toThrow(/before message_stop/);
+    decoder.decode(event({ type: 'message_stop' }));
+    expect(decoder.end()).toEqual([]);
+    expect(decoder.usage().exact).toBe(true);
+  });
+
+  test('an error event is a ProviderError with the status of its type', () => {
+    const decoder = new AnthropicStreamDecoder();
+    let error: unknown;
+    try {
+      decoder.decode(event({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ProviderError);
+    expect(error).toMatchObject({ message: 'Overloaded', upstreamStatus: 529 });
+  });
+
+  test('stop reasons', () => {
+    expect(
+      [
+        'end_turn',
+        'stop_sequence',
+        'pause_turn',
+        'max_tokens',
+        'model_context_window_exceeded',
+        'tool_use',
+        'refusal',
+        null,
+      ].map(anthropicFinishReason),
+    ).toEqual(['stop', 'stop', 'stop', 'length', 'length', 'tool_calls', 'content_filter', 'stop']);
+  });
+
+  test('a whole answer: text blocks joined, thinking left out, tool_use as tool_calls', () => {
+    const completion = anthropicCompletion({
+      content: [
+        { type: 'thinking' },
+        { type: 'text', text: 'a' },
+        { type: 'text', text: 'b' },
+        { type: 'tool_use', id: 't1', name: 'f', input: { x: 1 } },
+      ],
+      stop_reason: 'tool_use',
+      usage: {
+        input_tokens: 1,
+        output_tokens: 2,
+        cache_creation_input_tokens: 3,
+        cache_read_input_tokens: null,
+      },
+    });
+    expect(completion).toEqual({
+      content: 'ab',
+      toolCalls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{"x":1}' } }],
+      finishReason: 'tool_calls',
+      usage: {
+        inputTokens: 1,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 3,
+        outputTokens: 2,
+        reasoningTokens: 0,
+        exact: true,
+      },
+    });
+  });
+
+  test('top_p alone is sent; tool_choice none keeps the tools; no tools means no tool_choice', () => {
+    const model = {
+      id: 'anthropic/x',
+      provider: 'anthropic',
+      providerModel: 'x',
+      name: 'X',
+      contextLength: 1000,
+      maxOutputTokens: 100,
+      defaultMaxTokens: 50,
+      pricing: { input: '1', output: '1' },
+    };
+    const tool = { type: 'function' as const, function: { name: 'f' } };
+    expect(
+      anthropicRequestBody(
+        { messages: [{ role: 'user', content: 'q' }], top_p: 0.5, tools: [tool], tool_choice: 'none' },
+        model,
+        false,
+      ),
+    ).toEqual({
+      model: 'x',
+      max_tokens: 50,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'q' }] }],
+      top_p: 0.5,
+      tools: [{ name: 'f', input_schema: { type: 'object', properties: {} } }],
+      tool_choice: { type: 'none' },
+    });
+    expect(
+      anthropicRequestBody({ messages: [{ role: 'user', content: 'q' }], tool_choice: 'auto' }, model, true),
+    ).not.toHaveProperty('tool_choice');
+  });
+});
+
+describe('Gemini', () => {
+  test('usage: cached tokens leave the prompt count, tool-use prompt tokens join it, thoughts apart', () => {
+    expect(
+      geminiUsage(
+        {
+          promptTokenCount: 100,
+          cachedContentTokenCount: 60,
+          toolUsePromptTokenCount: 7,
+          candidatesTokenCount: 20,
+          thoughtsTokenCount: 15,
+          totalTokenCount: 142,
+        },
+        true,
+      ),
+    ).toEqual({
+      inputTokens: 47,
+      cacheReadTokens: 60,
+      cacheWriteTokens: 0,
+      outputTokens: 20,
+      reasoningTokens: 15,
+      exact: true,
+    });
+  });
+
+  test('finish reasons: STOP with calls is tool_calls, filters are content_filter', () => {
+    expect(geminiFinishReason('STOP', false)).toBe('stop');
+    expect(geminiFinishReason('STOP', true)).toBe('tool_calls');
+    expect(geminiFinishReason('MAX_TOKENS', true)).toBe('length');
+    for (const reason of ['SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII'])
+      expect(geminiFinishReason(reason, false)).toBe('content_filter');
+    expect(geminiFinishReason('MALFORMED_FUNCTION_CALL', false)).toBe('stop');
+  });
+
+  test('the stream decoder skips thoughts, keeps the last usage, finishes when the stream ends', () => {
+    const decoder = new GeminiStreamDecoder();
+    const parts = [
+      {
+        candidates: [{ content: { parts: [{ text: 'plan', thought: true }] } }],
+        usageMetadata: { promptTokenCount: 5 },
+      },
+      {
+        candidates: [{ content: { parts: [{ text: 'Hi' }] } }],
+        usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 1 },
+      },
+      {
+        candidates: [{ content: { parts: [{ text: '!' }] }, finishReason: 'STOP' }],
+        usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 2, thoughtsTokenCount: 4 },
+      },
+    ].flatMap((data) => decoder.decode(event(data)));
+    expect(parts).toEqual([
+      { type: 'delta', content: 'Hi' },
+      { type: 'delta', content: '!' },
+    ]);
+    expect(decoder.usage()).toMatchObject({
+      inputTokens: 5,
+      outputTokens: 2,
+      reasoningTokens: 4,
+      exact: false,
+    });
+    expect(decoder.end()).toEqual([{ type: 'finish', finishReason: 'stop' }]);
+    expect(decoder.usage().exact).toBe(true);
+  });
+
+  test('a blocked prompt finishes as content_filter; a stream without a finishReason is an error', () => {
+    const blocked = new GeminiStreamDecoder();
+    blocked.decode(
+      event({
+        promptFeedback: { blockReason: 'PROHIBITED_CONTENT' },
+        usageMetadata: { promptTokenCount: 3 },
+      }),
+    );
+    expect(blocked.end()).toEqual([{ type: 'finish', finishReason: 'content_filter' }]);
+    const cut = new GeminiStreamDecoder();
+    cut.decode(event({ candidates: [{ content: { parts: [{ text: 'a' }] } }] }));
+    expect(() => cut.end()).toThrow(ProviderError);
+  });
+
+  test('an error chunk is a ProviderError with its code', () => {
+    expect(() =>
+      new GeminiStreamDecoder().decode(
+        event({ error: { code: 503, message: 'overloaded', status: 'UNAVAILABLE' } }),
+      ),
+    ).toThrow(expect.objectContaining({ upstreamStatus: 503, message: 'overloaded' }));
+  });
+
+  test('a tool result whose id names no earlier call cannot be sent (Gemini matches results by name)', () => {
+    expect(() =>
+      geminiContents([
+        { role: 'user', content: 'q' },
+        { role: 'tool', tool_call_id: 'call_nowhere', content: 'x' },
+      ]),
+    ).toThrow(UntranslatableRequestError);
+  });
+});
+
+describe('OpenAI usage', () => {
+  test('from an upstream: cached and cache-write tokens leave the prompt, reasoning leaves the completion', () => {
+    expect(
+      openAIUsage({
+        prompt_tokens: 100,
+        completion_tokens: 40,
+        prompt_tokens_details: { cached_tokens: 30, cache_write_tokens: 10 },
+        completion_tokens_details: { reasoning_tokens: 25 },
+      }),
+    ).toEqual({
+      inputTokens: 60,
+      cacheReadTokens: 30,
+      cacheWriteTokens: 10,
+      outputTokens: 15,
+      reasoningTokens: 25,
+      exact: true,
+    });
+    expect(openAIUsage(undefined).exact).toBe(false);
+  });
+
+  test('to a client: the buckets add back up, with the cost beside them', () => {
+    expect(
+      toOpenAIUsage(
+        { inputTokens: 60, cacheReadTokens: 30, cacheWriteTokens: 10, outputTokens: 15, reasoningTokens: 25 },
+        { total: '1' },
+      ),
+    ).toEqual({
+      prompt_tokens: 100,
+      completion_tokens: 40,
+      total_tokens: 140,
+      prompt_tokens_details: { cached_tokens: 30, cache_write_tokens: 10 },
+      completion_tokens_details: { reasoning_tokens: 25 },
+      cost: { total: '1' },
+    });
+  });
+
+  const upstreamModel = { providerModel: 'm', defaultMaxTokens: 512 };
+
+  test('a streamed upstream request always asks for usage; a whole one never streams', () => {
+    const request = {
+      messages: [{ role: 'user' as const, content: 'q' }],
+      stream_options: { include_usage: false },
+      max_tokens: 64,
+    };
+    expect(upstreamRequestBody(request, upstreamModel, true)).toEqual({
+      messages: request.messages,
+      model: 'm',
+      max_tokens: 64,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    expect(upstreamRequestBody({ ...request, stream: true }, upstreamModel, false)).toEqual({
+      messages: request.messages,
+      model: 'm',
+      max_tokens: 64,
+      stream: false,
+    });
+  });
+
+  test("a request without a token budget gets the catalog's default; a client's budget is kept", () => {
+    const messages = [{ role: 'user' as const, content: 'q' }];
+    expect(upstreamRequestBody({ messages }, upstreamModel, false)).toMatchObject({ max_tokens: 512 });
+    const own = upstreamRequestBody({ messages, max_completion_tokens: 9 }, upstreamModel, false);
+    expect(own).toMatchObject({ max_completion_tokens: 9 });
+    expect(own).not.toHaveProperty('max_tokens');
+  });
+});

@@ -1,0 +1,380 @@
+import type { Caveat } from '@metamask/smart-accounts-kit';
+import { type Address, concat, getAddress, type Hex, pad, toHex } from 'viem';
+import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
+import { createLocalChain, type LocalChain, type PayerAccount } from '../../devkit/chain/index.js';
+import { buildApp } from '../../src/app.js';
+import {
+  buildSessionDelegation,
+  fetchTerms,
+  GatewayError,
+  type SessionTerms,
+  signSessionDelegation,
+  type UnsignedDelegation,
+} from '../../src/client/index.js';
+import { testConfig } from '../support/config.js';
+import {
+  type AnthropicStep,
+  authorize,
+  chat,
+  type GatewayUnderTest,
+  newPayer,
+  openaiFor,
+  type Simulator,
+  sessionGatewayConfig,
+  startAnthropicSimulator,
+  startGateway,
+  temporaryDatabase,
+} from './harness.js';
+
+let local: LocalChain;
+let anthropic: Simulator<AnthropicStep>;
+let database: ReturnType<typeof temporaryDatabase>;
+let gateway: GatewayUnderTest;
+let terms: SessionTerms;
+let payer: PayerAccount;
+
+const MAX_LIFETIME_SECONDS = 7 * 86_400;
+
+beforeAll(async () => {
+  [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
+  database = temporaryDatabase();
+  gateway = await startGateway(
+    sessionGatewayConfig(local, anthropic, {
+      databaseUrl: database.url,
+      limits: { sessionMaxLifetimeSeconds: MAX_LIFETIME_SECONDS, sessionMinCapAtomic: 10_000n },
+    }),
+  );
+  terms = await fetchTerms(gateway.url);
+  payer = await newPayer(local, 0);
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await Promise.all([anthropic?.close(), local?.stop()]);
+  database?.remove();
+});
+
+/** POST /v1/authorize as any client would send it. */
+async function post(body: unknown, signature?: Hex) {
+  const res = await fetch(`${gateway.url}/v1/authorize`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      ...(signature !== undefined && { 'x-authorization-signature': signature }),
+    },
+    body: JSON.stringify(body),
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: the assertions read the envelope freely
+  return { status: res.status, body: (await res.json()) as { data: any; error: any } };
+}
+
+function delegationFor(account: PayerAccount, overrides: { cap?: bigint; expiresInSeconds?: number } = {}) {
+  return buildSessionDelegation({
+    terms,
+    smartAccount: account.account,
+    cap: overrides.cap ?? 1_000_000n,
+    expiresAt: new Date(Date.now() + (overrides.expiresInSeconds ?? 3600) * 1000),
+  });
+}
+
+const sign = (account: PayerAccount, delegation: UnsignedDelegation) =>
+  signSessionDelegation(account.account, delegation, terms);
+
+/** JWT claims, read the way any client can (no verification). */
+function claimsOf(token: string): { sub: string; sid: string; exp: number } {
+  return JSON.parse(Buffer.from(token.split('.')[1] as string, 'base64url').toString());
+}
+
+describe('GET /v1/authorize', () => {
+  test('publishes what a client needs to build the delegation', async () => {
+    const res = await fetch(`${gateway.url}/v1/authorize`);
+    expect(res.status).toBe(200);
+    const { data } = (await res.json()) as { data: SessionTerms };
+    expect(data).toMatchObject({
+      chainId: local.chainId,
+      network: `eip155:${local.chainId}`,
+      sessionKey: local.accounts.gateway.address,
+      treasury: local.accounts.treasury.address,
+      usdc: { address: getAddress(local.usdc), name: 'USD Coin', version: '2', decimals: 6 },
+      delegationManager: getAddress(local.environment.DelegationManager),
+      domain: {
+        name: 'DelegationManager',
+        version: '1',
+        chainId: local.chainId,
+        verifyingContract: getAddress(local.environment.DelegationManager),
+      },
+      policy: {
+        authority: `0x${'f'.repeat(64)}`,
+        minCapAtomic: '10000',
+        recipient: { startIndex: 4, value: pad(local.accounts.treasury.address, { size: 32 }) },
+        expiry: { maxSeconds: MAX_LIFETIME_SECONDS },
+      },
+    });
+    for (const name of [
+      'ERC20TransferAmountEnforcer',
+      'ERC20PeriodTransferEnforcer',
+      'TimestampEnforcer',
+    ] as const)
+      expect(data.enforcers[name]).toBe(getAddress(local.environment.caveatEnforcers[name] as Address));
+  });
+
+  test('/v1/models carries the same terms', async () => {
+    const res = await fetch(`${gateway.url}/v1/models`);
+    const body = (await res.json()) as { gateway: { authorize: SessionTerms } };
+    expect(body.gateway.authorize).toEqual(terms);
+  });
+});
+
+describe('with the chain out of reach', () => {
+  test('GET /v1/authorize is 503, and /v1/models still lists the models', async () => {
+    const app = await buildApp(testConfig());
+    onTestFinished(() => app.close());
+    const terms = await app.inject({ method: 'GET', url: '/v1/authorize' });
+    expect(terms.statusCode).toBe(503);
+    expect(terms.json().error).toMatchObject({ code: 'payments_unavailable' });
+    const models = await app.inject({ method: 'GET', url: '/v1/models' });
+    expect(models.statusCode).toBe(200);
+    expect(models.json().gateway).toEqual({ authorize: null });
+  });
+});
+
+describe('POST /v1/authorize', () => {
+  test('201 with a token for the smart account, expiring with the delegation', async () => {
+    const other = await newPayer(local, 1);
+    const expiresAt = new Date(Date.now() + 2 * 3600 * 1000);
+    const delegation = buildSessionDelegation({
+      terms,
+      smartAccount: other.account,
+      cap: 2_500_000n,
+      expiresAt,
+    });
+    const res = await post({ chainId: local.chainId, delegation }, await sign(other, delegation));
+    expect(res.status).toBe(201);
+    const expirySeconds = Math.floor(expiresAt.getTime() / 1000);
+    expect(res.body.data).toEqual({
+      token: expect.any(String),
+      sessionId: expect.any(String),
+      wallet: other.address,
+      expiresAt: new Date(expirySeconds * 1000).toISOString(),
+      limits: {
+        token: getAddress(local.usdc),
+        recipient: local.accounts.treasury.address,
+        expiresAt: new Date(expirySeconds * 1000).toISOString(),
+        totalCapAtomic: '2500000',
+      },
+    });
+    expect(claimsOf(res.body.data.token)).toMatchObject({
+      sub: other.address,
+      sid: res.body.data.sessionId,
+      exp: expirySeconds,
+    });
+    const stored = await gateway.store.db
+      .selectFrom('sessions')
+      .selectAll()
+      .where('id', '=', res.body.data.sessionId)
+      .executeTakeFirstOrThrow();
+    expect(stored.wallet).toBe(other.address);
+    expect(JSON.parse(stored.delegation)).toMatchObject({ delegator: other.address, salt: delegation.salt });
+  });
+
+  test('a per-period cap is accepted and reported', async () => {
+    const session = await authorize(gateway, await newPayer(local, 2), {
+      cap: 50_000n,
+      period: { seconds: 86_400 },
+    });
+    expect(session.limits.period).toEqual({
+      amountAtomic: '50000',
+      periodSeconds: 86_400,
+      startsAt: expect.any(String),
+    });
+    expect(session.limits.totalCapAtomic).toBeUndefined();
+  });
+
+  test('401 when the signature is not the smart account’s, or missing', async () => {
+    const stranger = await newPayer(local, 3);
+    const delegation = delegationFor(payer);
+    const signedByStranger = await signSessionDelegation(
+      stranger.account,
+      { ...delegation, delegator: stranger.address },
+      terms,
+    );
+    const forged = await post({ chainId: local.chainId, delegation }, signedByStranger);
+    expect(forged.status).toBe(401);
+    expect(forged.body.error).toMatchObject({ code: 'unauthorized' });
+
+    const otherSalt = await sign(payer, { ...delegation, salt: '0x01' });
+    expect((await post({ chainId: local.chainId, delegation }, otherSalt)).status).toBe(401);
+    expect((await post({ chainId: local.chainId, delegation })).status).toBe(401);
+  });
+
+  const setCaveat = (delegation: UnsignedDelegation, index: number, caveat: Partial<Caveat>) => ({
+    ...delegation,
+    caveats: delegation.caveats.map((current, i) => (i === index ? { ...current, ...caveat } : current)),
+  });
+  const dropCaveat = (delegation: UnsignedDelegation, index: number) => ({
+    ...delegation,
+    caveats: delegation.caveats.filter((_, i) => i !== index),
+  });
+  const enforcer = (name: string) => local.environment.caveatEnforcers[name] as Address;
+  const seconds = (fromNow: number) => BigInt(Math.floor(Date.now() / 1000) + fromNow);
+  const timestampTerms = (before: bigint) => pad(toHex(before), { size: 32 });
+  const capTerms = (token: Address, amount: bigint) => concat([token, pad(toHex(amount), { size: 32 })]);
+  // buildSessionDelegation's caveats: [0] ValueLte, [1] ERC20TransferAmount, [2] AllowedCalldata, [3] Timestamp, [4] Redeemer.
+  const policyCases: Array<
+    [string, (d: UnsignedDelegation) => UnsignedDelegation | Record<string, unknown>, string]
+  > = [
+    [
+      'the delegate is not the session key',
+      (d) => ({ ...d, delegate: local.accounts.treasury.address }),
+      'delegation.delegate',
+    ],
+    [
+      'the authority is a parent delegation',
+      (d) => ({ ...d, authority: `0x${'0'.repeat(63)}1` }),
+      'delegation.authority',
+    ],
+    [
+      'an enforcer outside the policy',
+      (d) =>
+        setCaveat(d, 0, { enforcer: enforcer('LimitedCallsEnforcer'), terms: pad('0x05', { size: 32 }) }),
+      'delegation.caveats[0].enforcer',
+    ],
+    [
+      'the cap is on another token',
+      (d) => setCaveat(d, 1, { terms: capTerms(local.accounts.deployer.address, 1_000_000n) }),
+      'delegation.caveats[1].terms',
+    ],
+    [
+      'the cap terms are truncated',
+      (d) => setCaveat(d, 1, { terms: '0x1234' }),
+      'delegation.caveats[1].terms',
+    ],
+    [
+      'the cap is below the minimum',
+      (d) => setCaveat(d, 1, { terms: capTerms(local.usdc, 100n) }),
+      'delegation.caveats[1].terms',
+    ],
+    ['no amount cap', (d) => dropCaveat(d, 1), 'delegation.caveats'],
+    [
+      'transfers to another recipient',
+      (d) =>
+        setCaveat(d, 2, {
+          terms:
+            `${pad('0x04', { size: 32 })}${pad(local.accounts.deployer.address, { size: 32 }).slice(2)}` as Hex,
+        }),
+      'delegation.caveats[2].terms',
+    ],
+    ['no recipient pin', (d) => dropCaveat(d, 2), 'delegation.caveats'],
+    [
+      'an expiry beyond SESSION_MAX_LIFETIME_SECONDS',
+      (d) => setCaveat(d, 3, { terms: timestampTerms(seconds(MAX_LIFETIME_SECONDS + 3600)) }),
+      'delegation.caveats[3].terms',
+    ],
+    [
+      'an expiry in the past',
+      (d) => setCaveat(d, 3, { terms: timestampTerms(seconds(-10)) }),
+      'delegation.caveats[3].terms',
+    ],
+    ['no expiry', (d) => dropCaveat(d, 3), 'delegation.caveats'],
+    [
+      'another redeemer',
+      (d) => setCaveat(d, 4, { terms: local.accounts.deployer.address }),
+      'delegation.caveats[4].terms',
+    ],
+    [
+      'a malformed enforcer',
+      (d) => setCaveat(d, 0, { enforcer: '0x1234' as Address }),
+      'delegation.caveats[0].enforcer',
+    ],
+    ['no salt', ({ salt: _salt, ...rest }) => rest, 'delegation.salt'],
+  ];
+
+  test.each(policyCases)('400 naming the field when %s', async (_case, mutate, field) => {
+    const valid = delegationFor(payer);
+    const delegation = mutate(valid) as UnsignedDelegation;
+    // A body the kit cannot even sign is refused before its signature is looked at.
+    const signature = await sign(payer, delegation).catch(() => sign(payer, valid));
+    const res = await post({ chainId: local.chainId, delegation }, signature);
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'validation_error', field });
+  });
+
+  test('400 on another chain id, or a signature that is not hex', async () => {
+    const delegation = delegationFor(payer);
+    const signature = await sign(payer, delegation);
+    const wrongChain = await post({ chainId: 8453, delegation }, signature);
+    expect(wrongChain.status).toBe(400);
+    expect(wrongChain.body.error.field).toBe('chainId');
+    const notHex = await post({ chainId: local.chainId, delegation }, 'signed' as Hex);
+    expect(notHex.body.error.field).toBe('x-authorization-signature');
+  });
+
+  test('a delegation authorizes one session only: a replay is refused', async () => {
+    const fresh = await newPayer(local, 4);
+    const delegation = delegationFor(fresh);
+    const signature = await sign(fresh, delegation);
+    expect((await post({ chainId: local.chainId, delegation }, signature)).status).toBe(201);
+    const replay = await post({ chainId: local.chainId, delegation }, signature);
+    expect(replay.status).toBe(400);
+    expect(replay.body.error).toMatchObject({ code: 'validation_error', field: 'delegation.salt' });
+  });
+
+  test('an account not deployed yet authorizes with ERC-6492; its raw signature is refused', async () => {
+    const undeployed = await newPayer(local, 5, { deploy: false });
+    expect(await local.publicClient.getCode({ address: undeployed.address })).toBeUndefined();
+    const raw = delegationFor(undeployed);
+    const rawSignature = await undeployed.account.signDelegation({ delegation: raw });
+    const refused = await post({ chainId: local.chainId, delegation: raw }, rawSignature);
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.field).toBe('delegation.delegator');
+
+    const session = await authorize(gateway, undeployed);
+    expect(session.wallet).toBe(undeployed.address);
+  });
+
+  test('the client helper reports refusals as GatewayError with the field', async () => {
+    const error = await authorize(gateway, payer, { cap: 5n }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(GatewayError);
+    expect(error).toMatchObject({
+      status: 400,
+      code: 'validation_error',
+      field: 'delegation.caveats[1].terms',
+    });
+  });
+});
+
+describe('DELETE /v1/authorize', () => {
+  test('revokes the session: its token gets 401 from then on', async () => {
+    const revoked = await newPayer(local, 6);
+    const session = await authorize(gateway, revoked);
+    anthropic.script({ text: 'before', usage: { input_tokens: 10, output_tokens: 2 } });
+    expect((await chat(openaiFor(gateway, session.token))).status).toBe(200);
+
+    const res = await fetch(`${gateway.url}/v1/authorize`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${session.token}` },
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { data: unknown }).data).toEqual({
+      sessionId: session.sessionId,
+      wallet: revoked.address,
+      revoked: true,
+      owedAtomic: '66',
+    });
+
+    const calls = anthropic.log.length;
+    const after = await chat(openaiFor(gateway, session.token)).catch((error: { status: number }) => error);
+    expect(after.status).toBe(401);
+    expect(anthropic.log.length).toBe(calls);
+    const again = await fetch(`${gateway.url}/v1/authorize`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${session.token}` },
+    });
+    expect(again.status).toBe(401);
+  });
+
+  test('an invalid token is 401, never 402', async () => {
+    const refused = await chat(openaiFor(gateway, 'not-a-token')).catch((error: { status: number }) => error);
+    expect(refused.status).toBe(401);
+  });
+});

@@ -1,0 +1,160 @@
+import { afterAll, beforeAll, expect, onTestFinished, test, vi } from 'vitest';
+import { createLocalChain, type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { debtOf } from '../../src/billing/ledger.js';
+import { settlementsOf } from '../../src/billing/settlements.js';
+import { createChainClient } from '../../src/payments/chain-client.js';
+import { createCollector } from '../../src/payments/collector.js';
+import {
+  type AnthropicStep,
+  authorize,
+  chat,
+  type GatewayUnderTest,
+  newPayer,
+  openaiFor,
+  type Simulator,
+  SMALL,
+  SMALL_COST_ATOMIC,
+  sessionGatewayConfig,
+  startAnthropicSimulator,
+  startGateway,
+  temporaryDatabase,
+} from './harness.js';
+
+let local: LocalChain;
+let anthropic: Simulator<AnthropicStep>;
+let database: ReturnType<typeof temporaryDatabase>;
+let gateway: GatewayUnderTest;
+
+beforeAll(async () => {
+  [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
+  database = temporaryDatabase();
+  const config = sessionGatewayConfig(local, anthropic, {
+    databaseUrl: database.url,
+    limits: { collectorIdleMs: 300, collectorIntervalMs: 100 },
+  });
+  // The real /health checks: the collector's among them.
+  gateway = await startGateway(config, {});
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await Promise.all([anthropic?.close(), local?.stop()]);
+  database?.remove();
+});
+
+interface CollectorHealth {
+  status: string;
+  state: {
+    running: boolean;
+    collected: number;
+    failing: Array<{ payer: string; failures: number; lastError: string }>;
+  };
+}
+
+async function collectorHealth(): Promise<CollectorHealth> {
+  const res = await fetch(`${gateway.url}/health`);
+  const body = (await res.json()) as { data: { dependencies: { collector: CollectorHealth } } };
+  return body.data.dependencies.collector;
+}
+
+const waitLong = { timeout: 20_000, interval: 100 };
+
+test('the last request of a payer who went quiet is paid by the collector', async () => {
+  const payer = await newPayer(local, 0);
+  const session = await authorize(gateway, payer);
+  const [payerBefore, treasuryBefore] = await Promise.all([
+    usdcBalance(local, payer.address),
+    usdcBalance(local, local.accounts.treasury.address),
+  ]);
+  anthropic.script({ text: 'last words', usage: SMALL });
+  const answer = await chat(openaiFor(gateway, session.token));
+  expect(answer.headers.get('x-settlement-tx')).toBeNull();
+
+  await vi.waitFor(async () => {
+    const [settlement] = await settlementsOf(gateway.store, payer.address);
+    expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
+  }, waitLong);
+  expect(await usdcBalance(local, payer.address)).toBe(payerBefore - SMALL_COST_ATOMIC);
+  expect(await usdcBalance(local, local.accounts.treasury.address)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
+  expect((await debtOf(gateway.store, payer.address)).owedPicoUsd).toBe(0n);
+  const health = await collectorHealth();
+  expect(health.status).toBe('up');
+  expect(health.state.running).toBe(true);
+  expect(health.state.collected).toBeGreaterThanOrEqual(1);
+});
+
+test('a collection that fails is retried, shown in /health and as failed settlements in GraphQL', async () => {
+  const payer = await newPayer(local, 1, { fundUsdc: 10n });
+  const session = await authorize(gateway, payer);
+  anthropic.script({ text: 'unpaid', usage: SMALL });
+  await chat(openaiFor(gateway, session.token));
+
+  await vi.waitFor(async () => {
+    const failing = (await collectorHealth()).state.failing.find((entry) => entry.payer === payer.address);
+    expect(failing?.failures).toBeGreaterThanOrEqual(2);
+    expect(failing?.lastError).toMatch(/less USDC than it owes/);
+  }, waitLong);
+
+  const res = await fetch(`${gateway.url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${session.token}` },
+    body: JSON.stringify({
+      query: '{ settlements(status: failed) { edges { node { status amountAtomic failureReason } } } }',
+    }),
+  });
+  const { data } = (await res.json()) as {
+    data: {
+      settlements: {
+        edges: Array<{ node: { status: string; amountAtomic: string; failureReason: string } }>;
+      };
+    };
+  };
+  expect(data.settlements.edges.length).toBeGreaterThanOrEqual(2);
+  expect(data.settlements.edges[0]?.node).toMatchObject({ status: 'failed', amountAtomic: '66' });
+  expect(data.settlements.edges[0]?.node.failureReason).toMatch(/less USDC than it owes/);
+  // Nothing moved, and the debt is still owed.
+  expect(await usdcBalance(local, payer.address)).toBe(10n);
+  expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
+});
+
+test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every run', async () => {
+  // A gateway whose own collector stays quiet, and a collector driven with explicit clock readings.
+  const quietDatabase = temporaryDatabase();
+  const quiet = await startGateway(
+    sessionGatewayConfig(local, anthropic, {
+      databaseUrl: quietDatabase.url,
+      limits: { collectorIntervalMs: 3_600_000 },
+    }),
+  );
+  onTestFinished(async () => {
+    await quiet.close();
+    quietDatabase.remove();
+  });
+  const payer = await newPayer(local, 2, { fundUsdc: 10n });
+  const session = await authorize(quiet, payer);
+  anthropic.script({ text: 'unpaid', usage: SMALL });
+  await chat(openaiFor(quiet, session.token));
+  const collector = createCollector({
+    store: quiet.store,
+    chain: createChainClient(quiet.config.chain),
+    receiptTimeoutMs: 5_000,
+    withPayerLock: quiet.store.withPayerLock,
+    idleMs: 300,
+    intervalMs: 60_000,
+    backoffMs: 1_000,
+    log: { warn: () => {}, error: () => {} },
+  });
+  const start = Date.now() + 1_000;
+  const attempted = async (offsetMs: number) => {
+    const run = await collector.runOnce(new Date(start + offsetMs));
+    return run.failed.includes(payer.address);
+  };
+  expect(await attempted(0)).toBe(true);
+  expect(await attempted(999)).toBe(false);
+  expect(await attempted(1_000)).toBe(true);
+  expect(await attempted(2_999)).toBe(false);
+  expect(await attempted(3_000)).toBe(true);
+  expect(await attempted(6_999)).toBe(false);
+  expect(await attempted(7_000)).toBe(true);
+  expect(collector.state().failing.find((entry) => entry.payer === payer.address)?.failures).toBe(4);
+});

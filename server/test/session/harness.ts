@@ -1,0 +1,77 @@
+import OpenAI from 'openai';
+import type { Hex } from 'viem';
+import { createPayerAccount, type LocalChain, type PayerAccount } from '../../devkit/chain/index.js';
+import { type AnthropicStep, startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
+import type { Simulator } from '../../devkit/simulators/simulator-server.js';
+import { type AuthorizedSession, authorizeWithSmartAccount } from '../../src/client/index.js';
+import type { GatewayConfig, LimitsConfig } from '../../src/config.js';
+import { chainGatewayConfig, type GatewayUnderTest } from '../support/chain-gateway.js';
+
+export { type GatewayUnderTest, startGateway, temporaryDatabase } from '../support/chain-gateway.js';
+export type { AnthropicStep, Simulator };
+export { startAnthropicSimulator };
+
+export const MODEL = 'anthropic/claude-sonnet-4.5';
+/**
+ * At $3 / $15 per million tokens plus 10% commission: 10 input and 2 output tokens cost exactly
+ * 66 USDC atomic units; 1 input token costs 3.3 units (3_300_000 pico-USD), which leaves carries.
+ */
+export const SMALL = { input_tokens: 10, output_tokens: 2 } as const;
+export const SMALL_COST_ATOMIC = 66n;
+export const ODD = { input_tokens: 1, output_tokens: 0 } as const;
+export const ODD_COST_PICO = 3_300_000n;
+
+/** The gateway's config for the local chain; idle debts are left alone unless a test asks for the collector. */
+export function sessionGatewayConfig(
+  local: LocalChain,
+  anthropic: Simulator<AnthropicStep>,
+  options: { databaseUrl: string; limits?: Partial<LimitsConfig> },
+): GatewayConfig {
+  return chainGatewayConfig(local, anthropic, {
+    databaseUrl: options.databaseUrl,
+    limits: { collectorIdleMs: 3_600_000, sessionMinCapAtomic: 1n, ...options.limits },
+  });
+}
+
+/** A funded, deployed payer smart account; `salt` gives one owner several accounts. */
+export function newPayer(
+  local: LocalChain,
+  owner: number,
+  options: { fundUsdc?: bigint; salt?: number; deploy?: boolean } = {},
+): Promise<PayerAccount> {
+  const key = local.accounts.payers[owner]?.privateKey;
+  if (!key) throw new Error(`no payer key ${owner}`);
+  return createPayerAccount(local, key, {
+    fundUsdc: options.fundUsdc ?? 10_000_000n,
+    deploySalt: `0x${(options.salt ?? 0).toString(16).padStart(2, '0')}` as Hex,
+    deploy: options.deploy,
+  });
+}
+
+/** A session for the payer through the client helper, as a dashboard or script would get it. */
+export function authorize(
+  gateway: Pick<GatewayUnderTest, 'url'>,
+  payer: PayerAccount,
+  options: { cap?: bigint; expiresInSeconds?: number; period?: { seconds: number } } = {},
+): Promise<AuthorizedSession> {
+  return authorizeWithSmartAccount({
+    gatewayUrl: gateway.url,
+    smartAccount: payer.account,
+    cap: options.cap ?? 5_000_000n,
+    period: options.period,
+    expiresAt: new Date(Date.now() + (options.expiresInSeconds ?? 86_400) * 1000),
+  });
+}
+
+/** The official client with the session's token as its API key; `raw` responses keep the headers. */
+export function openaiFor(gateway: Pick<GatewayUnderTest, 'url'>, token: string): OpenAI {
+  return new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: token, maxRetries: 0 });
+}
+
+/** One chat completion, its HTTP response kept for the headers. */
+export async function chat(client: OpenAI, content = 'hello') {
+  const { data, response } = await client.chat.completions
+    .create({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 64 })
+    .withResponse();
+  return { completion: data, headers: response.headers, status: response.status };
+}

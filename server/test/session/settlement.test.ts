@@ -1,0 +1,348 @@
+import { contracts } from '@metamask/smart-accounts-kit';
+import { type Address, getAddress, type Hash, parseEventLogs } from 'viem';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import {
+  createLocalChain,
+  type LocalChain,
+  type PayerAccount,
+  testUsdcAbi,
+  usdcBalance,
+} from '../../devkit/chain/index.js';
+import { debtOf } from '../../src/billing/ledger.js';
+import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
+import type { AuthorizedSession } from '../../src/client/index.js';
+import {
+  type AnthropicStep,
+  authorize,
+  chat,
+  type GatewayUnderTest,
+  MODEL,
+  newPayer,
+  ODD,
+  ODD_COST_PICO,
+  openaiFor,
+  type Simulator,
+  SMALL,
+  SMALL_COST_ATOMIC,
+  sessionGatewayConfig,
+  startAnthropicSimulator,
+  startGateway,
+  temporaryDatabase,
+} from './harness.js';
+
+let local: LocalChain;
+let anthropic: Simulator<AnthropicStep>;
+let database: ReturnType<typeof temporaryDatabase>;
+let gateway: GatewayUnderTest;
+let treasury: Address;
+
+beforeAll(async () => {
+  [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
+  treasury = local.accounts.treasury.address;
+  database = temporaryDatabase();
+  gateway = await startGateway(
+    sessionGatewayConfig(local, anthropic, { databaseUrl: database.url, limits: { maxInFlightPerPayer: 2 } }),
+  );
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await Promise.all([anthropic?.close(), local?.stop()]);
+  database?.remove();
+});
+
+const balance = (address: Address) => usdcBalance(local, address);
+
+/** A chat request sent by fetch, for the answers the openai client turns into exceptions. */
+async function rawChat(token: string) {
+  const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 64 }),
+  });
+  return {
+    status: res.status,
+    headers: res.headers,
+    body: (await res.json()) as { error: Record<string, unknown> },
+  };
+}
+
+async function newSession(owner: number, options: Parameters<typeof newPayer>[2] & { cap?: bigint } = {}) {
+  const payer = await newPayer(local, owner, options);
+  const session = await authorize(gateway, payer, { cap: options.cap });
+  return { payer, session, client: openaiFor(gateway, session.token) };
+}
+
+/** The payer's newest settlement. */
+async function lastSettlement(payer: Address): Promise<Settlement> {
+  const [settlement] = await settlementsOf(gateway.store, payer, { limit: 1 });
+  if (!settlement) throw new Error(`no settlement of ${payer}`);
+  return settlement;
+}
+
+/** The USDC transfers a transaction made. */
+async function transfersIn(hash: Hash) {
+  const receipt = await local.publicClient.getTransactionReceipt({ hash });
+  expect(receipt.status).toBe('success');
+  const logs = parseEventLogs({ abi: testUsdcAbi, logs: receipt.logs, eventName: 'Transfer' });
+  return {
+    receipt,
+    transfers: logs.map(({ args }) => args as { from: Address; to: Address; value: bigint }),
+  };
+}
+
+describe('the ordering rule with the official openai client', () => {
+  test('the first request moves nothing; request N moves exactly what N-1 cost, carry included', async () => {
+    const { payer, client } = await newSession(0);
+    // 3.3, 3.3 and 66 units: request 2 pays 4 (0.7 carried), request 3 pays 3 (2.6 owed), request 4 pays 66 (65.6 owed).
+    anthropic.script(
+      { text: 'one', usage: ODD },
+      { text: 'two', usage: ODD },
+      { text: 'three', usage: SMALL },
+      { text: 'four', usage: SMALL },
+    );
+    const expectedAmounts = [4n, 3n, 66n];
+
+    const [payerBefore, treasuryBefore] = await Promise.all([balance(payer.address), balance(treasury)]);
+    const first = await chat(client);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-settlement-tx')).toBeNull();
+    expect(await balance(payer.address)).toBe(payerBefore);
+    expect(await balance(treasury)).toBe(treasuryBefore);
+    expect((await debtOf(gateway.store, payer.address)).unpaidPicoUsd).toBe(ODD_COST_PICO);
+
+    let paid = 0n;
+    for (const expected of expectedAmounts) {
+      const owedBefore = await debtOf(gateway.store, payer.address);
+      const logIndex = anthropic.log.length;
+      const answer = await chat(client);
+      expect(answer.status).toBe(200);
+
+      const settlement = await lastSettlement(payer.address);
+      expect(settlement).toMatchObject({ status: 'confirmed', rail: 'session', amountAtomic: expected });
+      // amount = ceil((unpaid - credit) / 1e6): what the ledger owed just before.
+      expect(settlement.amountAtomic).toBe(owedBefore.owedAtomic);
+      expect(settlement.recordsTotalPicoUsd - settlement.creditBeforePicoUsd).toBe(owedBefore.owedPicoUsd);
+      expect(answer.headers.get('x-settlement-amount')).toBe(expected.toString());
+      expect(answer.headers.get('x-settlement-tx')).toBe(settlement.txHash);
+      expect(answer.headers.get('x-settlement-id')).toBe(settlement.id);
+
+      const { receipt, transfers } = await transfersIn(settlement.txHash as Hash);
+      expect(transfers).toEqual([{ from: payer.address, to: treasury, value: expected }]);
+      paid += expected;
+      expect(await balance(payer.address)).toBe(payerBefore - paid);
+      expect(await balance(treasury)).toBe(treasuryBefore + paid);
+
+      // The provider saw request N only after N-1's payment was mined and recorded.
+      const block = await local.publicClient.getBlock({ blockNumber: receipt.blockNumber });
+      const forwardedAt = performance.timeOrigin + (anthropic.log[logIndex]?.receivedAt ?? Number.NaN);
+      const confirmedAt = settlement.confirmedAt?.getTime() ?? Number.NaN;
+      expect(Number(block.timestamp) * 1000).toBeLessThanOrEqual(confirmedAt);
+      expect(confirmedAt).toBeLessThanOrEqual(forwardedAt);
+    }
+    // Over the whole history: settled - credit = sum of the paid records' costs.
+    const debt = await debtOf(gateway.store, payer.address);
+    expect(paid * 1_000_000n - debt.creditPicoUsd).toBe(2n * ODD_COST_PICO + SMALL_COST_ATOMIC * 1_000_000n);
+  });
+
+  test('a streamed request pays the previous one too, and names its settlement in the headers', async () => {
+    const { payer, client } = await newSession(1);
+    anthropic.script({ text: 'first', usage: SMALL }, { text: ['stre', 'amed'], usage: SMALL });
+    await chat(client);
+    const treasuryBefore = await balance(treasury);
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], stream: true })
+      .withResponse();
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    expect(text).toBe('streamed');
+    expect(response.headers.get('x-settlement-amount')).toBe(SMALL_COST_ATOMIC.toString());
+    expect(response.headers.get('x-settlement-tx')).toBe((await lastSettlement(payer.address)).txHash);
+    expect(await balance(treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
+  });
+
+  test('concurrent requests of one payer settle its debt once, in one transaction', async () => {
+    const { payer, client } = await newSession(2);
+    anthropic.script({ text: 'debt', usage: SMALL });
+    await chat(client);
+    const treasuryBefore = await balance(treasury);
+    anthropic.script({ text: 'a', usage: SMALL, delayMs: 100 }, { text: 'b', usage: SMALL, delayMs: 100 });
+
+    const answers = await Promise.all([chat(client), chat(client)]);
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200]);
+    const settledBy = answers.filter((answer) => answer.headers.get('x-settlement-tx') !== null);
+    expect(settledBy).toHaveLength(1);
+    const settlements = await settlementsOf(gateway.store, payer.address);
+    expect(settlements.map((settlement) => [settlement.status, settlement.amountAtomic])).toEqual([
+      ['confirmed', SMALL_COST_ATOMIC],
+    ]);
+    expect(await balance(treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
+  });
+
+  test('payers settling at once each get their own transaction, under distinct relayer nonces', async () => {
+    const sessions = await Promise.all([
+      newSession(0, { salt: 1 }),
+      newSession(1, { salt: 1 }),
+      newSession(2, { salt: 1 }),
+    ]);
+    anthropic.script(...sessions.map(() => ({ text: 'debt', usage: SMALL })));
+    for (const { client } of sessions) await chat(client);
+    const treasuryBefore = await balance(treasury);
+    anthropic.script(...sessions.map(() => ({ text: 'next', usage: SMALL })));
+    const answers = await Promise.all(sessions.map(({ client }) => chat(client)));
+    const hashes = answers.map((answer) => answer.headers.get('x-settlement-tx') as Hash);
+    expect(new Set(hashes).size).toBe(3);
+    const nonces = await Promise.all(
+      hashes.map(async (hash) => (await local.publicClient.getTransaction({ hash })).nonce),
+    );
+    expect(new Set(nonces).size).toBe(3);
+    expect(await balance(treasury)).toBe(treasuryBefore + 3n * SMALL_COST_ATOMIC);
+  });
+
+  test('requests beyond MAX_IN_FLIGHT_PER_PAYER get 429 and never reach the provider', async () => {
+    const { session } = await newSession(3);
+    anthropic.script(
+      { text: 'slow', usage: SMALL, delayMs: 500 },
+      { text: 'slow', usage: SMALL, delayMs: 500 },
+    );
+    const calls = anthropic.log.length;
+    const answers = await Promise.all([
+      rawChat(session.token),
+      rawChat(session.token),
+      rawChat(session.token),
+    ]);
+    expect(answers.map((answer) => answer.status).sort()).toEqual([200, 200, 429]);
+    expect(answers.find((answer) => answer.status === 429)?.body.error).toMatchObject({
+      code: 'too_many_in_flight',
+    });
+    expect(anthropic.log.length - calls).toBe(2);
+  });
+});
+
+describe('settlement refused on chain: 402 with the reason, the request not forwarded', () => {
+  /** One paid-for request, then one the chain refuses to settle; returns the refusal. */
+  async function refusedAfterDebt(
+    session: AuthorizedSession,
+    payer: PayerAccount,
+    prepare?: () => Promise<void>,
+  ) {
+    anthropic.script({ text: 'debt', usage: SMALL });
+    expect((await rawChat(session.token)).status).toBe(200);
+    await prepare?.();
+    const [treasuryBefore, calls] = [await balance(treasury), anthropic.log.length];
+    const refused = await rawChat(session.token);
+    expect(refused.status).toBe(402);
+    expect(anthropic.log.length).toBe(calls);
+    expect(await balance(treasury)).toBe(treasuryBefore);
+    // The debt stands, released for the next attempt; the failure is on record.
+    const debt = await debtOf(gateway.store, payer.address);
+    expect(debt.owedAtomic).toBeGreaterThan(0n);
+    const failed = await lastSettlement(payer.address);
+    expect(failed.status).toBe('failed');
+    expect(failed.failureReason).toBeTruthy();
+    return refused;
+  }
+
+  test('the cap is used up', async () => {
+    const { payer, session } = await newSession(4, { cap: 100n });
+    anthropic.script({ text: 'one', usage: SMALL });
+    await rawChat(session.token);
+    // 66 paid now (34 of the cap left), 66 more owed after it.
+    const refused = await refusedAfterDebt(session, payer);
+    expect(refused.body.error).toMatchObject({
+      code: 'payment_required',
+      details: {
+        reason: 'cap_reached',
+        owedAtomic: '66',
+        revert: 'ERC20TransferAmountEnforcer:allowance-exceeded',
+      },
+    });
+    expect(refused.body.error.message).toMatch(/cap/);
+    // The payer may pay by x402 instead: the requirements ask for what it owes.
+    expect(refused.headers.get('payment-required')).toBeTruthy();
+  });
+
+  test('the per-period cap is used up', async () => {
+    const payer = await newPayer(local, 3, { salt: 2 });
+    const session = await authorize(gateway, payer, { cap: 100n, period: { seconds: 86_400 } });
+    anthropic.script({ text: 'one', usage: SMALL });
+    await rawChat(session.token);
+    const refused = await refusedAfterDebt(session, payer);
+    expect(refused.body.error).toMatchObject({
+      details: { reason: 'cap_reached', revert: 'ERC20PeriodTransferEnforcer:transfer-amount-exceeded' },
+    });
+  });
+
+  test('the smart account lacks the USDC', async () => {
+    const { payer, session } = await newSession(5, { fundUsdc: 10n });
+    const refused = await refusedAfterDebt(session, payer);
+    expect(refused.body.error).toMatchObject({
+      details: { reason: 'insufficient_balance', owedAtomic: '66' },
+    });
+  });
+
+  test('the payer disabled the delegation in the DelegationManager', async () => {
+    const { payer, session } = await newSession(6);
+    const refused = await refusedAfterDebt(session, payer, async () => {
+      const stored = await gateway.store.db
+        .selectFrom('sessions')
+        .select(['delegation', 'signature'])
+        .where('id', '=', session.sessionId)
+        .executeTakeFirstOrThrow();
+      // The account itself calls disableDelegation (as its owner would through a user operation).
+      await local.testClient.impersonateAccount({ address: payer.address });
+      await local.testClient.setBalance({ address: payer.address, value: 10n ** 18n });
+      const hash = await local.testClient.sendUnsignedTransaction({
+        from: payer.address,
+        to: local.environment.DelegationManager,
+        data: contracts.DelegationManager.encode.disableDelegation({
+          delegation: { ...JSON.parse(stored.delegation), signature: stored.signature },
+        }),
+      });
+      await local.publicClient.waitForTransactionReceipt({ hash });
+      await local.testClient.stopImpersonatingAccount({ address: payer.address });
+    });
+    expect(refused.body.error).toMatchObject({ details: { reason: 'revoked' } });
+  });
+});
+
+describe('an account authorized before it was deployed (ERC-6492)', () => {
+  test('is deployed by the gateway before its first settlement, which then pays', async () => {
+    const payer = await newPayer(local, 0, { salt: 7, deploy: false });
+    const session = await authorize(gateway, payer);
+    const client = openaiFor(gateway, session.token);
+    anthropic.script({ text: 'one', usage: SMALL }, { text: 'two', usage: SMALL });
+    await chat(client);
+    expect(await local.publicClient.getCode({ address: payer.address })).toBeUndefined();
+    const treasuryBefore = await balance(treasury);
+    const second = await chat(client);
+    expect(second.headers.get('x-settlement-amount')).toBe(SMALL_COST_ATOMIC.toString());
+    expect(await local.publicClient.getCode({ address: payer.address })).toBeTruthy();
+    expect(await balance(treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
+  });
+});
+
+// Moves the chain's clock forward: keep it last in this file.
+describe('the delegation expired on chain', () => {
+  test('402 expired, and the request is not forwarded', async () => {
+    const payer = await newPayer(local, 1, { salt: 9 });
+    const session = await authorize(gateway, payer, { expiresInSeconds: 600 });
+    const refused = await refusedAfterDebtExpiring(session, payer);
+    expect(refused.body.error).toMatchObject({ details: { reason: 'expired', owedAtomic: '66' } });
+  });
+
+  async function refusedAfterDebtExpiring(session: AuthorizedSession, payer: PayerAccount) {
+    anthropic.script({ text: 'debt', usage: SMALL });
+    expect((await rawChat(session.token)).status).toBe(200);
+    // The gateway's clock still sees the session valid; the chain's is past the delegation's expiry.
+    await local.testClient.increaseTime({ seconds: 700 });
+    await local.testClient.mine({ blocks: 1 });
+    const calls = anthropic.log.length;
+    const refused = await rawChat(session.token);
+    expect(refused.status).toBe(402);
+    expect(anthropic.log.length).toBe(calls);
+    expect((await lastSettlement(payer.address)).status).toBe('failed');
+    expect(getAddress(session.wallet)).toBe(payer.address);
+    return refused;
+  }
+});

@@ -1,0 +1,440 @@
+import { x402Client } from '@x402/core/client';
+import { encodePaymentSignatureHeader } from '@x402/core/http';
+import type { PaymentRequired } from '@x402/core/types';
+import { authorizationTypes } from '@x402/evm';
+import { registerExactEvmScheme } from '@x402/evm/exact/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { APIConnectionError } from 'openai';
+import { type Address, type Hash, type Hex, toHex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { createPayerAccount, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
+import { debtOf } from '../../src/billing/ledger.js';
+import { settlementsOf } from '../../src/billing/settlements.js';
+import { startGateway } from '../support/chain-gateway.js';
+import {
+  chat as chatAs,
+  chatBody,
+  fundedEoa,
+  LARGER,
+  LARGER_COST,
+  openaiClient,
+  type PayerSigner,
+  payingClient,
+  payingFetch,
+  requiredOf,
+  SMALL,
+  SMALL_COST,
+  settlementOf,
+  smartSigner,
+  useX402Stack,
+} from './harness.js';
+
+const stack = useX402Stack();
+let treasury: Address;
+
+beforeAll(() => {
+  treasury = stack.local.accounts.treasury.address;
+});
+
+const chat = (signer: PayerSigner, usage = SMALL) => chatAs(stack, signer, usage);
+
+/** A raw request with a proof header, as a client that builds its own would send it. */
+function sendProof(header: string, value: string) {
+  return fetch(`${stack.gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', [header]: value },
+    body: JSON.stringify(chatBody),
+  });
+}
+
+/** A v2 proof of `amount` signed by the stock client against requirements edited by `edit`. */
+async function proofFor(
+  signer: PayerSigner,
+  amount: bigint,
+  edit: (accepts: PaymentRequired['accepts'][number]) => PaymentRequired['accepts'][number] = (a) => a,
+) {
+  const asked = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(chatBody),
+  });
+  const required = requiredOf(asked.headers);
+  const client = new x402Client();
+  registerExactEvmScheme(client, { signer });
+  client.setSpendControls(false);
+  const accepts = required.accepts.map((a) => edit({ ...a, amount: amount.toString() }));
+  return encodePaymentSignatureHeader(await client.createPaymentPayload({ ...required, accepts }));
+}
+
+describe('a request without credentials', () => {
+  test('is 402 with x402 v2 requirements in the PAYMENT-REQUIRED header and the envelope', async () => {
+    const response = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(chatBody),
+    });
+    expect(response.status).toBe(402);
+    expect(response.headers.get('cache-control')).toBe('no-store');
+    const required = requiredOf(response.headers);
+    const accepts = [
+      {
+        scheme: 'exact',
+        network: 'eip155:31337',
+        asset: stack.local.usdc,
+        amount: '0',
+        payTo: treasury,
+        maxTimeoutSeconds: 120,
+        extra: { name: 'USD Coin', version: '2' },
+      },
+    ];
+    expect(required).toEqual({
+      x402Version: 2,
+      error: expect.stringContaining('payment required'),
+      resource: {
+        url: '/v1/chat/completions',
+        description: expect.any(String),
+        mimeType: 'application/json',
+      },
+      accepts,
+    });
+    const body = await response.json();
+    expect(body).toEqual({
+      data: null,
+      error: { code: 'payment_required', message: required.error },
+      meta: { timestamp: expect.any(String), path: '/v1/chat/completions' },
+      x402Version: 2,
+      resource: required.resource,
+      accepts,
+    });
+  });
+
+  test('a proof header that is not base64 JSON is 400 naming the header', async () => {
+    for (const header of ['PAYMENT-SIGNATURE', 'X-PAYMENT']) {
+      const response = await sendProof(header, 'not a proof!');
+      expect(response.status).toBe(400);
+      const body = await response.json();
+      expect(body.error).toMatchObject({ code: 'validation_error', field: header });
+      expect(body.error.message).toContain(header);
+    }
+    const notAPayload = await sendProof(
+      'PAYMENT-SIGNATURE',
+      Buffer.from('{"x402Version":2}').toString('base64'),
+    );
+    expect(notAPayload.status).toBe(400);
+    expect((await notAPayload.json()).error.message).toMatch(
+      /^PAYMENT-SIGNATURE is not an x402 v2 payment payload/,
+    );
+  });
+});
+
+describe('an EOA paying with the stock x402 client through the openai client', () => {
+  let payer: PayerSigner;
+  const paid: Array<{ header: string; hash: Hash }> = [];
+
+  beforeAll(async () => {
+    payer = await fundedEoa(stack, 0);
+  });
+
+  test('the first request pays 0: the zero-value proof names the payer and no transaction is sent', async () => {
+    const before = await Promise.all([
+      usdcBalance(stack.local, payer.address),
+      usdcBalance(stack.local, treasury),
+    ]);
+    const { completion, headers, exchanges } = await chat(payer);
+    expect(exchanges.map((e) => e.status)).toEqual([402, 200]);
+    expect(settlementOf(headers)).toEqual({
+      success: true,
+      transaction: '',
+      network: 'eip155:31337',
+      payer: payer.address,
+    });
+    expect(completion.usage).toMatchObject({ cost: { total: '0.000066', totalPicoUsd: '66000000' } });
+    expect(headers.get('x-payment-owed')).toBe(SMALL_COST.toString());
+    expect(
+      await Promise.all([usdcBalance(stack.local, payer.address), usdcBalance(stack.local, treasury)]),
+    ).toEqual(before);
+    expect(await settlementsOf(stack.gateway.store, payer.address)).toEqual([]);
+  });
+
+  test('request N pays exactly the cost of request N-1 in USDC on chain, before it is forwarded', async () => {
+    for (const [usage, owed, nextOwed] of [
+      [LARGER, SMALL_COST, LARGER_COST],
+      [SMALL, LARGER_COST, SMALL_COST],
+    ] as const) {
+      const before = await Promise.all([
+        usdcBalance(stack.local, payer.address),
+        usdcBalance(stack.local, treasury),
+      ]);
+      const forwardedBefore = stack.anthropic.log.length;
+      const { headers, exchanges } = await chat(payer, usage);
+      // Asked, named itself with a zero proof, asked the exact debt, paid it.
+      expect(exchanges.map((e) => e.status)).toEqual([402, 402, 200]);
+      expect(stack.anthropic.log.length).toBe(forwardedBefore + 1);
+      const settlement = settlementOf(headers);
+      expect(settlement).toMatchObject({ success: true, network: 'eip155:31337', payer: payer.address });
+      const receipt = await stack.local.publicClient.getTransactionReceipt({
+        hash: settlement.transaction as Hash,
+      });
+      expect(receipt.status).toBe('success');
+      expect(await usdcBalance(stack.local, payer.address)).toBe(before[0] - owed);
+      expect(await usdcBalance(stack.local, treasury)).toBe(before[1] + owed);
+      expect(headers.get('x-payment-owed')).toBe(nextOwed.toString());
+      const [latest] = await settlementsOf(stack.gateway.store, payer.address, { limit: 1 });
+      expect(latest).toMatchObject({
+        status: 'confirmed',
+        rail: 'x402',
+        amountAtomic: owed,
+        txHash: receipt.transactionHash,
+      });
+      paid.push({ header: exchanges[2]!.headers.get('PAYMENT-SIGNATURE')!, hash: receipt.transactionHash });
+    }
+  });
+
+  test('a streamed request pays the debt too; its own cost is stated in its last chunk, not in a header', async () => {
+    stack.anthropic.script({ text: ['a', 'streamed', 'answer'], usage: LARGER });
+    const before = await usdcBalance(stack.local, payer.address);
+    const openai = openaiClient(stack.gateway.url, payingFetch(payingClient(stack.local, payer)));
+    const { data: stream, response } = await openai.chat.completions
+      .create({ ...chatBody, stream: true })
+      .withResponse();
+    let last: unknown;
+    for await (const chunk of stream) last = chunk;
+    expect(settlementOf(response.headers)).toMatchObject({ success: true, payer: payer.address });
+    expect(response.headers.get('x-payment-owed')).toBeNull();
+    expect(last).toMatchObject({ usage: { cost: { totalPicoUsd: '132000000' } } });
+    expect(await usdcBalance(stack.local, payer.address)).toBe(before - SMALL_COST);
+    expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(LARGER_COST);
+    await chat(payer);
+    expect(await usdcBalance(stack.local, payer.address)).toBe(before - SMALL_COST - LARGER_COST);
+  });
+
+  test('a proof is accepted once: its replay is refused, also after a restart on the same database', async () => {
+    const [{ header }] = paid as [(typeof paid)[number]];
+    const replay = await sendProof('PAYMENT-SIGNATURE', header);
+    expect(replay.status).toBe(402);
+    const body = await replay.json();
+    expect(body.error.message).toMatch(/this payment proof was used before/);
+    expect(requiredOf(replay.headers).accepts[0]!.amount).toBe('0');
+
+    await stack.gateway.close();
+    stack.gateway = await startGateway(stack.gateway.config);
+    const again = await sendProof('PAYMENT-SIGNATURE', header);
+    expect(again.status).toBe(402);
+    expect((await again.json()).error.message).toMatch(/this payment proof was used before/);
+  });
+});
+
+describe('a proof that does not pay what is owed', () => {
+  let payer: PayerSigner;
+
+  beforeAll(async () => {
+    payer = await fundedEoa(stack, 2);
+    await chat(payer); // now owes SMALL_COST
+  });
+
+  test.each([
+    ['less than', SMALL_COST - 1n],
+    ['more than', SMALL_COST + 1n],
+    ['nothing instead of', 0n],
+  ])('carrying %s the debt is 402 with fresh requirements for exactly the debt', async (_, amount) => {
+    const before = await usdcBalance(stack.local, payer.address);
+    const response = await sendProof('PAYMENT-SIGNATURE', await proofFor(payer, amount));
+    expect(response.status).toBe(402);
+    const required = requiredOf(response.headers);
+    expect(required.accepts[0]!.amount).toBe(SMALL_COST.toString());
+    expect(required.error).toBe(
+      `the proof carries ${amount} but the payer owes exactly ${SMALL_COST} USDC atomic units; sign an authorization for ${SMALL_COST}`,
+    );
+    const body = await response.json();
+    expect(body.accepts[0].amount).toBe(SMALL_COST.toString());
+    expect(body.error.message).toBe(required.error);
+    expect(await usdcBalance(stack.local, payer.address)).toBe(before);
+  });
+
+  test.each([
+    [
+      'another network',
+      (a: PaymentRequired['accepts'][number]) => ({ ...a, network: 'eip155:8453' as const }),
+      /pays on network eip155:8453; this gateway accepts eip155:31337/,
+    ],
+    [
+      'another asset',
+      (a: PaymentRequired['accepts'][number]) => ({
+        ...a,
+        asset: '0x00000000000000000000000000000000000000bb',
+      }),
+      /pays in asset 0x0{38}bb/,
+    ],
+    [
+      'another payee',
+      (a: PaymentRequired['accepts'][number]) => ({
+        ...a,
+        payTo: '0x00000000000000000000000000000000000000cc',
+      }),
+      /payments go to the treasury/,
+    ],
+  ])('paying on %s is refused with the reason', async (_, edit, reason) => {
+    const before = await usdcBalance(stack.local, payer.address);
+    const response = await sendProof('PAYMENT-SIGNATURE', await proofFor(payer, SMALL_COST, edit));
+    expect(response.status).toBe(402);
+    expect(requiredOf(response.headers).error).toMatch(reason);
+    expect(await usdcBalance(stack.local, payer.address)).toBe(before);
+  });
+
+  test('a signature for another chain, presented as one for this chain, fails verification', async () => {
+    const header = await proofFor(payer, SMALL_COST, (a) => ({ ...a, network: 'eip155:8453' }));
+    const payload = JSON.parse(Buffer.from(header, 'base64').toString());
+    payload.accepted.network = 'eip155:31337';
+    const response = await sendProof('PAYMENT-SIGNATURE', encodePaymentSignatureHeader(payload));
+    expect(response.status).toBe(402);
+    expect(requiredOf(response.headers).error).toMatch(
+      /^the payment proof is not valid: invalid_exact_evm_signature$/,
+    );
+  });
+});
+
+describe('a payer that cannot pay', () => {
+  test("is refused with the chain's reason and nothing moves", async () => {
+    const payer = privateKeyToAccount(stack.local.accounts.payers[1]!.privateKey);
+    await chat(payer); // a zero-value proof needs no balance
+    const response = await sendProof('PAYMENT-SIGNATURE', await proofFor(payer, SMALL_COST));
+    expect(response.status).toBe(402);
+    const required = requiredOf(response.headers);
+    expect(required.error).toMatch(/^the payment proof is not valid: .*insufficient/i);
+    expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+    expect(await settlementsOf(stack.gateway.store, payer.address)).toEqual([]);
+    // The twice-wrapped stock client does not hand that 402 back: its inner wrapper sees a 402 to a
+    // request that already carries a proof and throws, which the openai client reports as a
+    // connection error whose cause says so.
+    const error = await chat(payer).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(APIConnectionError);
+    expect(error).toMatchObject({ cause: { message: 'Payment already attempted' } });
+  });
+});
+
+describe('round trips with the stock client', () => {
+  let payer: PayerSigner;
+
+  beforeAll(async () => {
+    payer = await fundedEoa(stack, 5);
+    await chat(payer); // now owes SMALL_COST
+  });
+
+  test('one wrapFetchWithPayment is not enough for a payer with debt: it retries once, with the first requirements', async () => {
+    const openai = openaiClient(
+      stack.gateway.url,
+      wrapFetchWithPayment(fetch, payingClient(stack.local, payer)),
+    );
+    const error = await openai.chat.completions.create(chatBody).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 402, error: { code: 'payment_required' } });
+    expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+  });
+
+  test('a client that remembers the requirements and x-payment-owed pays in one round trip', async () => {
+    const { exchanges, headers } = await chat(payer);
+    const remembered = requiredOf(exchanges[0]!.responseHeaders);
+    const owed = headers.get('x-payment-owed')!;
+    const proof = await payingClient(stack.local, payer).createPaymentPayload({
+      ...remembered,
+      accepts: [{ ...remembered.accepts[0]!, amount: owed }],
+    });
+    stack.anthropic.script({ text: 'at once', usage: SMALL });
+    const response = await sendProof('PAYMENT-SIGNATURE', encodePaymentSignatureHeader(proof));
+    expect(response.status).toBe(200);
+    expect(settlementOf(response.headers)).toMatchObject({ success: true, payer: payer.address });
+    expect(response.headers.get('x-payment-owed')).toBe(SMALL_COST.toString());
+  });
+});
+
+describe('a smart account (HybridDeleGator, ERC-1271) as the payer', () => {
+  test('pays 0, then exactly what it owes, from the smart account', async () => {
+    const smart = await createPayerAccount(stack.local, stack.local.accounts.payers[3]!.privateKey, {
+      fundUsdc: 5_000_000n,
+    });
+    const signer = smartSigner(smart);
+    const first = await chat(signer);
+    expect(settlementOf(first.headers)).toMatchObject({
+      success: true,
+      transaction: '',
+      payer: smart.address,
+    });
+    const before = await usdcBalance(stack.local, smart.address);
+    const second = await chat(signer);
+    expect(second.exchanges.map((e) => e.status)).toEqual([402, 402, 200]);
+    expect(settlementOf(second.headers)).toMatchObject({ success: true, payer: smart.address });
+    expect(await usdcBalance(stack.local, smart.address)).toBe(before - SMALL_COST);
+  });
+});
+
+describe('x402 v1 (X-PAYMENT)', () => {
+  let payer: ReturnType<typeof privateKeyToAccount>;
+
+  beforeAll(async () => {
+    payer = privateKeyToAccount(stack.local.accounts.payers[4]!.privateKey);
+    await mintUsdc(stack.local, payer.address, 1_000_000n);
+    await chat(payer); // now owes SMALL_COST
+  });
+
+  /** A v1 payload as v1 clients build it: the same EIP-3009 authorization, the network by name. */
+  async function v1Proof(value: bigint, network = 'eip155:31337'): Promise<string> {
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const authorization = {
+      from: payer.address,
+      to: treasury,
+      value,
+      validAfter: now - 600n,
+      validBefore: now + 60n,
+      nonce: toHex(crypto.getRandomValues(new Uint8Array(32))) as Hex,
+    };
+    const signature = await payer.signTypedData({
+      domain: {
+        name: 'USD Coin',
+        version: '2',
+        chainId: stack.local.chainId,
+        verifyingContract: stack.local.usdc,
+      },
+      types: authorizationTypes,
+      primaryType: 'TransferWithAuthorization',
+      message: authorization,
+    });
+    const wire = Object.fromEntries(Object.entries(authorization).map(([k, v]) => [k, String(v)]));
+    return encodePaymentSignatureHeader({
+      x402Version: 1,
+      scheme: 'exact',
+      network,
+      payload: { signature, authorization: wire },
+    } as never);
+  }
+
+  test('an under-paying v1 proof gets a v1 body with the exact amount', async () => {
+    const response = await sendProof('X-PAYMENT', await v1Proof(1n));
+    expect(response.status).toBe(402);
+    const body = await response.json();
+    expect(body).toMatchObject({
+      x402Version: 1,
+      error: { code: 'payment_required' },
+      accepts: [
+        {
+          scheme: 'exact',
+          network: 'eip155:31337',
+          maxAmountRequired: SMALL_COST.toString(),
+          payTo: treasury,
+          asset: stack.local.usdc,
+        },
+      ],
+    });
+  });
+
+  test('a v1 proof of the debt is settled and answered with X-PAYMENT-RESPONSE', async () => {
+    const before = await usdcBalance(stack.local, payer.address);
+    stack.anthropic.script({ text: 'v1', usage: SMALL });
+    const response = await sendProof('X-PAYMENT', await v1Proof(SMALL_COST));
+    expect(response.status).toBe(200);
+    expect(response.headers.get('PAYMENT-RESPONSE')).toBeNull();
+    const settlement = settlementOf(response.headers, 'X-PAYMENT-RESPONSE');
+    expect(settlement).toMatchObject({ success: true, network: 'eip155:31337', payer: payer.address });
+    expect(await usdcBalance(stack.local, payer.address)).toBe(before - SMALL_COST);
+    expect(response.headers.get('x-payment-owed')).toBe(SMALL_COST.toString());
+  });
+});

@@ -1,0 +1,110 @@
+import { useQuery } from '@tanstack/react-query';
+import { useMemo } from 'react';
+import { useConnection, WagmiProvider } from 'wagmi';
+import { callGateway, GatewayError } from './gateway/api';
+import { LOCAL_CHAIN_ID, type Terms, useTerms } from './gateway/terms';
+import { SessionPanel } from './session/SessionPanel';
+import { useStoredSession } from './session/session-store';
+import { Alert, Loading } from './ui/Alert';
+import { describeError } from './ui/errors';
+import { UsagePanel } from './usage/UsagePanel';
+import { SmartAccountPanel } from './wallet/SmartAccountPanel';
+import { useAccountState, useSmartAccount } from './wallet/smart-account';
+import { WalletPanel } from './wallet/WalletPanel';
+import { createWalletConfig, gatewayChains } from './wallet/wallet-config';
+
+export function App() {
+  const terms = useTerms();
+  return (
+    <>
+      <header className="top">
+        <div>
+          <h1>paygate</h1>
+          <p className="tagline">Pay-per-use LLM gateway: every request paid in USDC, after it is used.</p>
+        </div>
+        {terms.data && <NetworkBadge terms={terms.data} />}
+      </header>
+      <main>
+        {terms.isPending && <Loading what="the gateway's payment terms" />}
+        {terms.error && (
+          <Alert
+            tone="error"
+            title={
+              terms.error instanceof GatewayError && !terms.error.unreachable
+                ? "The gateway's payment terms could not be read"
+                : 'Cannot reach the gateway'
+            }
+          >
+            <p>{describeError(terms.error)}</p>
+            <button type="button" onClick={() => terms.refetch()}>
+              Try again
+            </button>
+          </Alert>
+        )}
+        {terms.data && <WalletRoot terms={terms.data} />}
+      </main>
+    </>
+  );
+}
+
+function NetworkBadge({ terms }: { terms: Terms }) {
+  const health = useQuery({
+    queryKey: ['health'],
+    queryFn: () => callGateway<{ status: string }>('/health'),
+    refetchInterval: 10_000,
+    retry: false,
+  });
+  const chain = gatewayChains(terms)[0];
+  const status = health.error ? 'not answering' : (health.data?.status ?? '…');
+  return (
+    <p className="badges">
+      <span className={`badge ${terms.chainId === LOCAL_CHAIN_ID ? 'badge-local' : ''}`}>{chain.name}</span>
+      <span className={`badge ${health.error ? 'badge-down' : ''}`} role="status">
+        Gateway: {status}
+      </span>
+    </p>
+  );
+}
+
+function WalletRoot({ terms }: { terms: Terms }) {
+  const config = useMemo(() => createWalletConfig(terms), [terms]);
+  return (
+    <WagmiProvider config={config}>
+      <Dashboard terms={terms} />
+    </WagmiProvider>
+  );
+}
+
+function Dashboard({ terms }: { terms: Terms }) {
+  const connection = useConnection();
+  const onChain = connection.isConnected && connection.chainId === terms.chainId;
+  const smartAccount = useSmartAccount(terms);
+  const account = onChain ? smartAccount.data : undefined;
+  const state = useAccountState(terms, account?.address);
+  const { session } = useStoredSession(terms.chainId, account?.address);
+  return (
+    <div className="grid">
+      <WalletPanel terms={terms} />
+      {onChain && (
+        <SmartAccountPanel
+          terms={terms}
+          account={account}
+          state={state}
+          loading={smartAccount.isPending}
+          error={smartAccount.error}
+        />
+      )}
+      <SessionPanel terms={terms} account={account} deployed={state.deployed} onChainOk={onChain} />
+      {session ? (
+        <UsagePanel token={session.token} chainId={terms.chainId} />
+      ) : (
+        <section className="card wide" aria-labelledby="usage-heading">
+          <h2 id="usage-heading">4. Usage and payments</h2>
+          <p className="muted">
+            Authorize a session to see every request's cost and the transaction that paid it.
+          </p>
+        </section>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,341 @@
+import { useMutation, useQuery } from '@tanstack/react-query';
+import { useId, useState } from 'react';
+import { formatUnits, parseUnits } from 'viem';
+import { callGateway } from '../gateway/api';
+import type { Terms } from '../gateway/terms';
+import { Address } from '../ui/Address';
+import { Alert } from '../ui/Alert';
+import { CopyButton } from '../ui/Copy';
+import { describeError, isUserRejection } from '../ui/errors';
+import { duration, formatInstant } from '../ui/format';
+import type { SmartAccount } from '../wallet/smart-account';
+import { authorizeSession, revokeSession, type SessionGrant } from './authorize';
+import { type StoredSession, useStoredSession } from './session-store';
+import { clientSnippets } from './snippets';
+
+const HOUR = 3_600;
+const DAY = 86_400;
+const PERIODS = [
+  { label: 'over the whole session', seconds: undefined },
+  { label: 'per hour', seconds: HOUR },
+  { label: 'per day', seconds: DAY },
+  { label: 'per week', seconds: 7 * DAY },
+] as const;
+const LIFETIMES = [HOUR, DAY, 7 * DAY, 30 * DAY];
+const DEFAULT_CAP = '50';
+
+export function SessionPanel(props: {
+  terms: Terms;
+  account: SmartAccount | undefined;
+  deployed: boolean | undefined;
+  onChainOk: boolean;
+}) {
+  const { terms, account } = props;
+  const { session, save } = useStoredSession(terms.chainId, account?.address);
+  return (
+    <section className="card wide" aria-labelledby="session-heading">
+      <h2 id="session-heading">3. Session key</h2>
+      {!account ? (
+        <p className="muted">Connect a wallet on the gateway's network first.</p>
+      ) : session ? (
+        <ActiveSession session={session} terms={terms} onEnded={() => save(null)} />
+      ) : (
+        <GrantForm {...props} account={account} onAuthorized={save} />
+      )}
+    </section>
+  );
+}
+
+function GrantForm({
+  terms,
+  account,
+  deployed,
+  onChainOk,
+  onAuthorized,
+}: {
+  terms: Terms;
+  account: SmartAccount;
+  deployed: boolean | undefined;
+  onChainOk: boolean;
+  onAuthorized: (session: StoredSession) => void;
+}) {
+  const { expiry, minPeriodSeconds } = terms.policy;
+  const minCap = BigInt(terms.policy.minCapAtomic);
+  const lifetimes = LIFETIMES.filter(
+    (seconds) => seconds >= expiry.minSeconds && seconds <= expiry.maxSeconds,
+  );
+  const periods = PERIODS.filter(
+    (option) => option.seconds === undefined || option.seconds >= minPeriodSeconds,
+  );
+  const [cap, setCap] = useState(DEFAULT_CAP);
+  const [periodLabel, setPeriodLabel] = useState<string>('per day');
+  const [lifetime, setLifetime] = useState(
+    lifetimes.includes(7 * DAY) ? 7 * DAY : (lifetimes.at(-1) ?? HOUR),
+  );
+  const ids = { cap: useId(), period: useId(), lifetime: useId(), capHint: useId() };
+
+  const capAtomic = parseCap(cap, terms.usdc.decimals);
+  const capProblem =
+    capAtomic === undefined
+      ? `Enter an amount of USDC, e.g. ${DEFAULT_CAP} or 12.5 (at most ${terms.usdc.decimals} decimals).`
+      : capAtomic < minCap
+        ? `The gateway asks for a cap of at least ${formatUnits(minCap, terms.usdc.decimals)} USDC.`
+        : undefined;
+  const period = periods.find((option) => option.label === periodLabel) ?? PERIODS[0];
+  const expiresAt = new Date(Date.now() + lifetime * 1000);
+
+  const authorize = useMutation({
+    mutationFn: (grant: SessionGrant) => authorizeSession(account, grant),
+    onSuccess: onAuthorized,
+  });
+  const ready = onChainOk && deployed !== undefined && capProblem === undefined && !authorize.isPending;
+
+  return (
+    <form
+      onSubmit={(event) => {
+        event.preventDefault();
+        if (ready && capAtomic !== undefined)
+          authorize.mutate({ capAtomic, periodSeconds: period.seconds, lifetimeSeconds: lifetime });
+      }}
+      className="split"
+    >
+      <div>
+        <p>
+          Let the gateway collect what your requests cost, from your smart account, without asking you each
+          time. You sign once; you can revoke it whenever you like.
+        </p>
+        <div className="form-grid">
+          <label htmlFor={ids.cap}>Spending cap (USDC)</label>
+          <input
+            id={ids.cap}
+            inputMode="decimal"
+            value={cap}
+            onChange={(event) => setCap(event.target.value.trim())}
+            aria-invalid={capProblem !== undefined}
+            aria-describedby={ids.capHint}
+          />
+          <label htmlFor={ids.period}>The cap applies</label>
+          <select
+            id={ids.period}
+            value={period.label}
+            onChange={(event) => setPeriodLabel(event.target.value)}
+          >
+            {periods.map((option) => (
+              <option key={option.label} value={option.label}>
+                {option.label}
+              </option>
+            ))}
+          </select>
+          <label htmlFor={ids.lifetime}>Session lasts</label>
+          <select
+            id={ids.lifetime}
+            value={lifetime}
+            onChange={(event) => setLifetime(Number(event.target.value))}
+          >
+            {lifetimes.map((seconds) => (
+              <option key={seconds} value={seconds}>
+                {duration(seconds)}
+              </option>
+            ))}
+          </select>
+        </div>
+        <p id={ids.capHint} className={capProblem ? 'field-error' : 'hint'}>
+          {capProblem ?? 'The gateway can never take more than this, whatever it is asked to settle.'}
+        </p>
+      </div>
+
+      <div>
+        <h3 className="first">What you are signing</h3>
+        <p className="plain-words" data-testid="delegation-summary">
+          The gateway's session key may transfer <strong>{terms.usdc.name}</strong> from your smart account to
+          the operator's treasury, at most{' '}
+          <strong>
+            {capAtomic === undefined ? '…' : formatUnits(capAtomic, terms.usdc.decimals)} USDC {period.label}
+          </strong>
+          , until <strong>{formatInstant(expiresAt)}</strong>. It cannot move any other token, pay anyone
+          else, or let anyone but the gateway's key use it.
+        </p>
+        <dl className="facts">
+          <dt>Token</dt>
+          <dd>
+            <Address value={terms.usdc.address} label={`${terms.usdc.name} token address`} />
+          </dd>
+          <dt>Cap</dt>
+          <dd>{capAtomic === undefined ? '…' : `${formatUnits(capAtomic, terms.usdc.decimals)} USDC`}</dd>
+          <dt>Period</dt>
+          <dd>
+            {period.seconds === undefined ? 'none: one cap for the whole session' : duration(period.seconds)}
+          </dd>
+          <dt>Expires</dt>
+          <dd>{formatInstant(expiresAt)}</dd>
+          <dt>Pays to (treasury)</dt>
+          <dd>
+            <Address value={terms.treasury} label="treasury address" />
+          </dd>
+          <dt>Spender (gateway key)</dt>
+          <dd>
+            <Address value={terms.sessionKey} label="gateway session key" />
+          </dd>
+        </dl>
+
+        {!onChainOk && <p className="hint">Switch your wallet to the gateway's network to sign.</p>}
+        {onChainOk && deployed === false && (
+          <p className="hint">
+            Your smart account is not deployed yet. You can sign now (ERC-6492): the gateway deploys it before
+            the first payment. It needs USDC to pay for requests.
+          </p>
+        )}
+        <div className="actions">
+          <button type="submit" disabled={!ready}>
+            {authorize.isPending ? 'Waiting for your signature…' : 'Sign and authorize'}
+          </button>
+        </div>
+        {authorize.error && (
+          <Alert
+            tone="error"
+            title={isUserRejection(authorize.error) ? 'Signature rejected' : 'The session was not authorized'}
+          >
+            {describeError(authorize.error)}
+          </Alert>
+        )}
+      </div>
+    </form>
+  );
+}
+
+function parseCap(value: string, decimals: number): bigint | undefined {
+  if (!/^\d+(\.\d+)?$/.test(value) || (value.split('.')[1]?.length ?? 0) > decimals) return undefined;
+  return parseUnits(value, decimals);
+}
+
+function ActiveSession({
+  session,
+  terms,
+  onEnded,
+}: {
+  session: StoredSession;
+  terms: Terms;
+  onEnded: () => void;
+}) {
+  const tokenId = useId();
+  const revoke = useMutation({ mutationFn: () => revokeSession(session.token), onSuccess: onEnded });
+  const models = useQuery({
+    queryKey: ['models'],
+    queryFn: () => callGateway<Array<{ id: string }>>('/v1/models'),
+    staleTime: Number.POSITIVE_INFINITY,
+  });
+  const baseUrl = `${window.location.origin}/v1`;
+  const model = models.data?.[0]?.id ?? 'anthropic/claude-sonnet-4.5';
+  const { limits } = session;
+  const decimals = terms.usdc.decimals;
+  return (
+    <>
+      <Alert tone="success" title="Session authorized">
+        Use the token below as the API key of any OpenAI client. It expires{' '}
+        {formatInstant(new Date(session.expiresAt))}.
+      </Alert>
+      <div className="split">
+        <div>
+          <dl className="facts">
+            <dt>Paying account</dt>
+            <dd>
+              <Address value={session.wallet} label="paying smart account" />
+            </dd>
+            <dt>Cap</dt>
+            <dd>
+              {limits.totalCapAtomic !== undefined &&
+                `${formatUnits(BigInt(limits.totalCapAtomic), decimals)} USDC in total`}
+              {limits.totalCapAtomic !== undefined && limits.period && '; '}
+              {limits.period &&
+                `${formatUnits(BigInt(limits.period.amountAtomic), decimals)} USDC per ${duration(limits.period.periodSeconds).replace(/^1 /, '')}`}
+            </dd>
+            <dt>Session id</dt>
+            <dd>
+              <code>{session.sessionId}</code>
+            </dd>
+          </dl>
+          <label htmlFor={tokenId} className="token-label">
+            Access token
+          </label>
+          <div className="token-row">
+            <textarea id={tokenId} readOnly value={session.token} rows={3} spellCheck={false} />
+            <CopyButton text={session.token} label="Copy access token" />
+          </div>
+          <div className="actions">
+            <button
+              type="button"
+              className="danger"
+              onClick={() => revoke.mutate()}
+              disabled={revoke.isPending}
+            >
+              {revoke.isPending ? 'Revoking…' : 'Revoke session'}
+            </button>
+            <button type="button" className="secondary" onClick={onEnded}>
+              Forget token in this browser
+            </button>
+          </div>
+          {revoke.error && (
+            <Alert tone="error" title="The session was not revoked">
+              {describeError(revoke.error)}
+            </Alert>
+          )}
+        </div>
+        <div>
+          <h3 className="first">Use it with the openai client</h3>
+          <Snippets snippets={clientSnippets(baseUrl, session.token, model)} />
+        </div>
+      </div>
+    </>
+  );
+}
+
+/** The client examples as tabs (WAI-ARIA tabs pattern: arrow keys move between them). */
+function Snippets({ snippets }: { snippets: Array<{ language: string; code: string }> }) {
+  const [selected, setSelected] = useState(0);
+  const baseId = useId();
+  const move = (index: number) => {
+    const next = (index + snippets.length) % snippets.length;
+    setSelected(next);
+    document.getElementById(`${baseId}-tab-${next}`)?.focus();
+  };
+  return (
+    <div className="snippets">
+      <div role="tablist" aria-label="Client examples" className="tabs">
+        {snippets.map((snippet, index) => (
+          <button
+            key={snippet.language}
+            id={`${baseId}-tab-${index}`}
+            type="button"
+            role="tab"
+            aria-selected={index === selected}
+            aria-controls={`${baseId}-panel-${index}`}
+            tabIndex={index === selected ? 0 : -1}
+            className="tab"
+            onClick={() => setSelected(index)}
+            onKeyDown={(event) => {
+              if (event.key === 'ArrowRight') move(index + 1);
+              if (event.key === 'ArrowLeft') move(index - 1);
+            }}
+          >
+            {snippet.language}
+          </button>
+        ))}
+      </div>
+      {snippets.map((snippet, index) => (
+        <div
+          key={snippet.language}
+          id={`${baseId}-panel-${index}`}
+          role="tabpanel"
+          aria-labelledby={`${baseId}-tab-${index}`}
+          hidden={index !== selected}
+          className="snippet"
+        >
+          <CopyButton text={snippet.code} label={`Copy ${snippet.language} example`} />
+          <pre>
+            <code>{snippet.code}</code>
+          </pre>
+        </div>
+      ))}
+    </div>
+  );
+}
