@@ -136,7 +136,14 @@ export async function openSettlement(
     if (!anyUnclaimed) return null;
 
     const id = randomUUID();
-    const now = Date.now();
+    // A payer's settlements are listed newest first by creation time, so two opened within one
+    // millisecond (a credit-paid one, then the next) must not share it.
+    const latest = await trx
+      .selectFrom('settlements')
+      .select((eb) => eb.fn.max('created_at').as('at'))
+      .where('payer', '=', wallet)
+      .executeTakeFirst();
+    const now = Math.max(Date.now(), Number(latest?.at ?? 0) + 1);
     await trx
       .insertInto('settlements')
       .values({

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { debtOf, findUsageRecord, recordUsage, UsageConflictError } from '../../src/billing/ledger.js';
 import {
   confirmSettlement,
@@ -212,6 +212,24 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
     });
     const [byCredit] = await settlementsOf(store, payer);
     expect(byCredit).toMatchObject({ status: 'confirmed', amountAtomic: 0n, recordCount: 2, txHash: null });
+  });
+
+  test("a payer's settlements opened within one millisecond are listed newest first", async () => {
+    const payer = newPayer();
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(1_800_000_000_000);
+    try {
+      const opened = [];
+      for (let n = 0; n < 5; n++) {
+        await record(store, payer, 1_000_000n);
+        const settlement = await openSettlement(store, payer, 'session');
+        await confirmSettlement(store, settlement!.id, { txHash: txHash(100 + n) });
+        opened.push(settlement!.id);
+      }
+      const listed = await settlementsOf(store, payer);
+      expect(listed.map((s) => s.id)).toEqual(opened.reverse());
+    } finally {
+      clock.mockRestore();
+    }
   });
 
   test('a failed settlement releases its records and leaves the credit as it was', async () => {
