@@ -3,6 +3,7 @@ import { type Selectable, type SqlBool, sql, type Transaction } from 'kysely';
 import { type Address, getAddress, type Hex } from 'viem';
 import type { PaymentRail } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
+import { preparedQuery } from '../store/prepared-query.js';
 import type { Database, SettlementStatusColumn, SettlementsTable } from '../store/schema.js';
 import { atomicCovering, PICO_PER_ATOMIC } from './money.js';
 
@@ -74,27 +75,35 @@ export function costsSomething(column: 'total_pico' | 'u.total_pico') {
  * claims them with the payer's next paid ones: they are owed nothing either way.
  */
 export async function mayOwe(store: Store, wallet: Address): Promise<boolean> {
-  const row = await store.db
-    .selectNoFrom((eb) => [
+  const [row] = await owedOrUnfinished(store, { wallet });
+  return Boolean(row?.owed) || Boolean(row?.unfinished);
+}
+
+// Asked on every chat request.
+const owedOrUnfinished = preparedQuery<{ wallet: Address }, { owed: SqlBool; unfinished: SqlBool }>(
+  (db, parameter) =>
+    db.selectNoFrom((eb) => [
       eb
         .exists(
           eb
             .selectFrom('usage_records')
             .select('request_id')
-            .where('payer', '=', wallet)
+            .where('payer', '=', parameter('wallet'))
             .where('settlement_id', 'is', null)
             .where(costsSomething('total_pico')),
         )
         .as('owed'),
       eb
         .exists(
-          eb.selectFrom('settlements').select('id').where('payer', '=', wallet).where(isUnfinished('status')),
+          eb
+            .selectFrom('settlements')
+            .select('id')
+            .where('payer', '=', parameter('wallet'))
+            .where(isUnfinished('status')),
         )
         .as('unfinished'),
-    ])
-    .executeTakeFirstOrThrow();
-  return Boolean(row.owed) || Boolean(row.unfinished);
-}
+    ]),
+);
 
 /**
  * Claims every unclaimed record of the payer into a new `pending` settlement and returns it, or

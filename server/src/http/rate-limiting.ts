@@ -66,10 +66,11 @@ export async function installRateLimiting(app: FastifyInstance, options: RateLim
         `rate limit of ${context.max} requests per ${options.windowMs / 1000} s exceeded; retry in ${context.after}`,
       ),
   });
-  // The plugin sends seconds until reset; the header is specified as a Unix timestamp.
+  // The plugin sends seconds until reset, rounded up; the header is specified as a Unix timestamp.
+  // Rounding the clock down as well keeps the sum within a second of the true reset.
   app.addHook('onSend', async (_request, reply) => {
     const reset = reply.getHeader('x-ratelimit-reset');
-    if (reset !== undefined) reply.header('x-ratelimit-reset', Math.ceil(Date.now() / 1000) + Number(reset));
+    if (reset !== undefined) reply.header('x-ratelimit-reset', Math.floor(Date.now() / 1000) + Number(reset));
   });
 }
 

@@ -15,6 +15,7 @@ import {
   processPayerLock,
 } from './payer-lock.js';
 import type { Database } from './schema.js';
+import { type FileSync, WalSyncingSqliteDialect, walSync } from './sqlite-wal-sync.js';
 
 export type StoreDialect = 'sqlite' | 'postgres';
 
@@ -43,6 +44,8 @@ export interface StoreOptions {
   lockTimeoutMs?: number;
   /** SQLite: how long a writer waits for the file lock. */
   busyTimeoutMs?: number;
+  /** SQLite: how the WAL is flushed to stable storage (fsync on the thread pool). */
+  fileSync?: FileSync;
 }
 
 export function isPostgresUrl(databaseUrl: string): boolean {
@@ -58,12 +61,20 @@ function openSqlite(path: string, options: StoreOptions): Store {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const file = new SqliteDatabase(path);
   file.defaultSafeIntegers(true);
-  if (path !== ':memory:') file.pragma('journal_mode = WAL');
-  // A committed usage record must survive a power loss, not only a process crash.
-  file.pragma('synchronous = FULL');
   file.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   file.pragma('foreign_keys = ON');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: preparingOnce(file) }) });
+  let dialect: SqliteDialect;
+  if (path === ':memory:') {
+    dialect = new SqliteDialect({ database: preparingOnce(file) });
+  } else {
+    file.pragma('journal_mode = WAL');
+    // A committed usage record must survive a power loss, not only a process crash: SQLite writes
+    // the WAL (NORMAL) and the WAL is fsynced off the event loop before any write resolves.
+    file.pragma('synchronous = NORMAL');
+    const wal = walSync(file, path, options.fileSync);
+    dialect = new WalSyncingSqliteDialect({ database: preparingOnce(wal.database) }, wal);
+  }
+  const db = new Kysely<Database>({ dialect });
   return {
     db,
     dialect: 'sqlite',

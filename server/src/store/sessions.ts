@@ -1,5 +1,6 @@
 import { type Address, getAddress, type Hex } from 'viem';
 import type { Store } from './database.js';
+import { preparedQuery } from './prepared-query.js';
 
 /** A payer's authorization of the gateway's session key (an ERC-7710 delegation), as stored. */
 export interface NewSession {
@@ -42,16 +43,20 @@ export async function insertSession(store: Store, session: NewSession): Promise<
   });
 }
 
-/** Exists, not revoked, not expired. */
-export async function isSessionActive(store: Store, sessionId: string, now = new Date()): Promise<boolean> {
-  const row = await store.db
+// Asked on every chat request.
+const activeSession = preparedQuery<{ id: string; now: bigint }, { id: string }>((db, parameter) =>
+  db
     .selectFrom('sessions')
     .select('id')
-    .where('id', '=', sessionId)
+    .where('id', '=', parameter('id'))
     .where('revoked_at', 'is', null)
-    .where('expires_at', '>', BigInt(now.getTime()))
-    .executeTakeFirst();
-  return row !== undefined;
+    .where('expires_at', '>', parameter('now')),
+);
+
+/** Exists, not revoked, not expired. */
+export async function isSessionActive(store: Store, sessionId: string, now = new Date()): Promise<boolean> {
+  const rows = await activeSession(store, { id: sessionId, now: BigInt(now.getTime()) });
+  return rows.length > 0;
 }
 
 export async function revokeSession(store: Store, sessionId: string, now = new Date()): Promise<void> {

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { sql } from 'kysely';
 import { afterAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { isPostgresUrl, openStore } from '../../src/store/database.js';
+import { isPostgresUrl, openStore, type Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 import { migrations } from '../../src/store/migrations/index.js';
 import { testConfig } from '../support/config.js';
@@ -66,6 +66,66 @@ describe('SQLite file store', () => {
     }).catch((error: { code: number; stderr: string }) => error);
     expect(failed).toMatchObject({ code: 1 });
     expect((failed as { stderr: string }).stderr).toContain('Invalid configuration: DATABASE_URL');
+  });
+});
+
+describe('SQLite durability', () => {
+  /** A stand-in for fsync that completes when the test says so, counting the flushes. */
+  function heldSync() {
+    const flushes: Array<() => void> = [];
+    let held = false;
+    return {
+      flushes,
+      hold: (on: boolean) => {
+        held = on;
+      },
+      sync: (_fd: number) =>
+        new Promise<void>((resolve) => {
+          if (held) flushes.push(resolve);
+          else resolve();
+        }),
+    };
+  }
+  const settled = async (promise: Promise<unknown>) => {
+    let done = false;
+    void promise.then(() => {
+      done = true;
+    });
+    for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    return done;
+  };
+  const insertPayer = (store: Store, wallet: `0x${string}`) =>
+    store.db.insertInto('payers').values({ wallet, credit_pico: 0n, created_at: 0n }).execute();
+
+  test('a write resolves only once the WAL is flushed; writes committed meanwhile share the next flush', {
+    timeout: 10_000,
+  }, async () => {
+    const fsync = heldSync();
+    const store = openStore(join(scratch, 'durable', 'gateway.sqlite'), { fileSync: fsync.sync });
+    try {
+      await migrateToLatest(store);
+      fsync.hold(true);
+      const written = insertPayer(store, '0x01');
+      expect(await settled(written)).toBe(false);
+      expect(fsync.flushes).toHaveLength(1);
+      // Reads go on meanwhile; two more writes commit and wait for a flush begun after theirs.
+      expect(await store.db.selectFrom('payers').select('wallet').execute()).toEqual([{ wallet: '0x01' }]);
+      const queued = Promise.all([insertPayer(store, '0x02'), insertPayer(store, '0x03')]);
+      expect(await settled(queued)).toBe(false);
+      expect(fsync.flushes).toHaveLength(1);
+      fsync.flushes.shift()?.();
+      await written;
+      expect(await settled(queued)).toBe(false);
+      expect(fsync.flushes).toHaveLength(1);
+      fsync.flushes.shift()?.();
+      await queued;
+      // Reads alone flush nothing.
+      await store.db.selectFrom('payers').selectAll().execute();
+      expect(fsync.flushes).toHaveLength(0);
+    } finally {
+      fsync.hold(false);
+      await store.close();
+    }
   });
 });
 
