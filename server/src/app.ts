@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
+import pino from 'pino';
 import { authenticateAuthorization, type CallerChecks, installJwt, walletOfToken } from './auth/jwt.js';
 import { debtOf } from './billing/ledger.js';
 import { retryingRecorder } from './billing/retrying-recorder.js';
@@ -153,6 +154,9 @@ export async function buildApp(
     logger: {
       level: config.logLevel,
       redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["x-payment"]'],
+      // Written off the event loop (flushed at exit): a synchronous write per request line cost
+      // the hot path more than any query. The ledger, not the log, is what must survive a crash.
+      stream: pino.destination({ dest: 1, sync: false }),
     },
     bodyLimit: config.limits.bodyLimitBytes,
     trustProxy: config.trustProxy,

@@ -32,10 +32,33 @@ export async function installJwt(app: FastifyInstance, secret: string): Promise<
   await app.register(fastifyJwt, {
     secret,
     sign: { algorithm: 'HS256' },
-    // Each chat request verifies its token twice (rate-limit key, then the gate) and a client reuses
-    // it for many requests: fast-jwt's cache keeps verified tokens until their `exp`, never errors.
-    verify: { algorithms: ['HS256'], cache: true },
+    verify: { algorithms: ['HS256'] },
   });
+}
+
+/** Tokens verified lately, by their exact text. Bounded: started over when full. */
+const verifiedTokens = new WeakMap<JWT, Map<string, AccessClaims>>();
+const MAX_VERIFIED_TOKENS = 10_000;
+
+/**
+ * Verifies a token's signature and expiry (throws fast-jwt's error when it fails). Each chat
+ * request reads its token twice (rate-limit key, then the gate) and a client reuses it for many
+ * requests, so a verified token is remembered until its `exp`; only valid tokens are remembered.
+ */
+function verifiedClaims(jwt: JWT, token: string): AccessClaims {
+  let verified = verifiedTokens.get(jwt);
+  if (!verified) {
+    verified = new Map();
+    verifiedTokens.set(jwt, verified);
+  }
+  const known = verified.get(token);
+  if (known && known.exp * 1000 > Date.now()) return known;
+  const claims = jwt.verify<AccessClaims>(token);
+  if (typeof claims.exp === 'number') {
+    if (verified.size >= MAX_VERIFIED_TOKENS) verified.clear();
+    verified.set(token, claims);
+  }
+  return claims;
 }
 
 /** An access token for a session: subject the checksummed wallet, expiring with the session. */
@@ -74,7 +97,7 @@ export async function authenticateAuthorization(
 
   let claims: AccessClaims;
   try {
-    claims = jwt.verify<AccessClaims>(token);
+    claims = verifiedClaims(jwt, token);
   } catch (error) {
     const expired = (error as { code?: string }).code === 'FAST_JWT_EXPIRED';
     throw unauthorized(
@@ -96,7 +119,7 @@ export function walletOfToken(jwt: JWT, header: string | undefined): Address | n
   const token = header === undefined ? undefined : bearerToken(header);
   if (token === undefined) return null;
   try {
-    return walletOfClaims(jwt.verify<AccessClaims>(token));
+    return walletOfClaims(verifiedClaims(jwt, token));
   } catch {
     return null;
   }

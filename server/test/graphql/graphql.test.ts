@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { issueAccessToken } from '../../src/auth/jwt.js';
 import { recordUsage } from '../../src/billing/ledger.js';
@@ -384,6 +384,24 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
       expect(codes(unnamed.body)).toEqual(['BAD_USER_INPUT']);
       const malformed = await gql('{ me(wallet: "0x1234") { wallet } }', {}, ADMIN_TOKEN);
       expect(codes(malformed.body)).toEqual(['BAD_USER_INPUT']);
+    });
+
+    test('a token accepted once is refused once it expires', async () => {
+      const start = Date.now();
+      const token = issueAccessToken(app, {
+        wallet: alice,
+        sessionId: 'session-alice',
+        expiresAt: new Date(start + 2_000),
+      });
+      expect((await gql('{ me { wallet } }', {}, token)).body.data.me).toEqual({ wallet: alice });
+      vi.useFakeTimers({ toFake: ['Date'], now: start + 3_000 });
+      try {
+        const { body } = await gql('{ me { wallet } }', {}, token);
+        expect(codes(body)).toEqual(['UNAUTHENTICATED']);
+        expect(body.errors[0].message).toMatch(/expired/);
+      } finally {
+        vi.useRealTimers();
+      }
     });
 
     test('forged, expired and revoked-session tokens are UNAUTHENTICATED', async () => {
