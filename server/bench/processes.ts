@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
@@ -83,6 +85,24 @@ export function startNode(entry: string[], args: string[] = [], options: Process
       clearTimeout(timer);
     },
   };
+}
+
+/**
+ * How `npm run serve` starts the compiled gateway in production: its leading `NAME=value`
+ * environment and its node flags, read from the script itself so the benchmark measures the same.
+ */
+export function serveCommand(): { env: Record<string, string>; nodeOptions: string[] } {
+  const manifest = JSON.parse(readFileSync(join(SERVER_DIR, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  const words = (manifest.scripts.serve ?? '').split(/\s+/).filter(Boolean);
+  const node = words.indexOf('node');
+  if (node < 0 || words.at(-1) !== 'dist/main.js')
+    throw new Error(
+      `the serve script is not "[NAME=value ...] node [flags] dist/main.js": ${manifest.scripts.serve}`,
+    );
+  const assignments = words.slice(0, node).map((word) => word.split('=') as [string, string]);
+  return { env: Object.fromEntries(assignments), nodeOptions: words.slice(node + 1, -1) };
 }
 
 /** A port nothing listens on right now. */

@@ -15,8 +15,9 @@
  *
  * Environment: BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10),
  * BENCH_PAID_REQUESTS (30), BENCH_LOG_LEVEL (info), BENCH_RUNTIME (dist: built first with `npm run build`;
- * tsx), BENCH_GATEWAY_NODE_OPTIONS (node flags of the gateway), BENCH_PROFILE_DIR (a CPU profile of the
- * gateway), DATABASE_URL (postgres://... for that mode).
+ * tsx), BENCH_GATEWAY_NODE_OPTIONS (node flags of the gateway; default: those of `npm run serve`, whose
+ * environment the gateway gets too), BENCH_PROFILE_DIR (a CPU profile of the gateway), DATABASE_URL
+ * (postgres://... for that mode).
  * The gateway's log goes to a file, as a deployment's would, not through this process.
  */
 
@@ -35,6 +36,7 @@ import {
   freePort,
   residentBytes,
   SERVER_DIR,
+  serveCommand,
   startNode,
   startTs,
   type TsProcess,
@@ -50,8 +52,11 @@ const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'info';
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 /** `dist`: the compiled gateway (`npm run build`), as it runs in production; `tsx`: the sources. */
 const RUNTIME = process.env.BENCH_RUNTIME === 'tsx' ? 'tsx' : 'dist';
-/** Node flags for the gateway, e.g. `--max-old-space-size=96 --max-semi-space-size=4` to bound its heap. */
-const GATEWAY_NODE_OPTIONS = (process.env.BENCH_GATEWAY_NODE_OPTIONS ?? '').split(/\s+/).filter(Boolean);
+/** The gateway runs as `npm run serve` runs it in production: that script's environment and node flags. */
+const SERVE = serveCommand();
+/** Node flags for the gateway instead of the serve script's (`BENCH_GATEWAY_NODE_OPTIONS=` for none). */
+const GATEWAY_NODE_OPTIONS =
+  process.env.BENCH_GATEWAY_NODE_OPTIONS?.split(/\s+/).filter(Boolean) ?? SERVE.nodeOptions;
 const BLOCK_TIME_SECONDS = 0.2;
 
 const FREE_MODEL = 'anthropic/bench-free';
@@ -144,6 +149,7 @@ async function startGateway(
   writeFileSync(environmentFile, JSON.stringify({ environment: local.environment }));
   const port = await freePort();
   const env = {
+    ...SERVE.env,
     PORT: String(port),
     HOST: '127.0.0.1',
     LOG_LEVEL,
@@ -448,6 +454,7 @@ async function main() {
             logLevel: LOG_LEVEL,
             runtime: RUNTIME,
             gatewayNodeOptions: GATEWAY_NODE_OPTIONS,
+            gatewayEnvironment: SERVE.env,
             blockTimeSeconds: BLOCK_TIME_SECONDS,
           },
           targets: TARGETS,

@@ -13,14 +13,14 @@ export {
   GatewayError,
   revokeSession,
   type SessionDelegationOptions,
-  SIGNATURE_HEADER,
   signSessionDelegation,
   type UnsignedDelegation,
 } from './session-client.js';
-export type {
-  AcceptedEnforcer,
-  AuthorizedSession,
-  RevokedSession,
-  SessionLimits,
-  SessionTerms,
+export {
+  type AcceptedEnforcer,
+  type AuthorizedSession,
+  type RevokedSession,
+  type SessionLimits,
+  type SessionTerms,
+  SIGNATURE_HEADER,
 } from './types.js';

@@ -6,7 +6,7 @@ import {
   toDelegationStruct,
 } from '@metamask/smart-accounts-kit/utils';
 import { type Address, type Hex, pad } from 'viem';
-import type { AuthorizedSession, RevokedSession, SessionTerms } from './types.js';
+import { type AuthorizedSession, type RevokedSession, type SessionTerms, SIGNATURE_HEADER } from './types.js';
 
 /** A delegation not signed yet (its `signature` is `0x`). */
 export type UnsignedDelegation = Omit<Delegation, 'signature'> & { signature: '0x' };
@@ -29,8 +29,6 @@ interface Transport {
   /** Default: the global fetch. */
   fetch?: typeof fetch;
 }
-
-export const SIGNATURE_HEADER = 'x-authorization-signature';
 
 /** `GET /v1/authorize`: what the gateway accepts and whom to delegate to. */
 export async function fetchTerms(gatewayUrl: string, transport: Transport = {}): Promise<SessionTerms> {

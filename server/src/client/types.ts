@@ -1,6 +1,12 @@
 import type { SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import type { Address, Hex } from 'viem';
 
+/**
+ * The header carrying the delegation's signature on POST /v1/authorize. Here, not in
+ * session-client.ts, so the gateway reads it without loading the client and the kit with it.
+ */
+export const SIGNATURE_HEADER = 'x-authorization-signature';
+
 /** The caveat enforcers a session delegation may use, by their name in the Delegation Framework. */
 export type AcceptedEnforcer =
   | 'ERC20TransferAmountEnforcer'

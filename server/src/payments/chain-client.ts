@@ -1,4 +1,4 @@
-import { getSmartAccountsEnvironment, type SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
+import type { SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import {
   type Address,
   BaseError,
@@ -15,6 +15,7 @@ import {
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { type ChainConfig, ConfigError } from '../config.js';
+import { deployedEnvironment } from './delegation-framework.js';
 import { createRelayer, type Relayer, type SendLock } from './relayer.js';
 
 /** The token's identity as EIP-712 signers (x402, permits) and wallets need it. */
@@ -98,7 +99,7 @@ export function delegationEnvironment(chain: ChainConfig): SmartAccountsEnvironm
   let environment = chain.delegationEnvironment;
   if (!environment) {
     try {
-      environment = getSmartAccountsEnvironment(chain.chainId);
+      environment = deployedEnvironment(chain.chainId);
     } catch {
       throw new ConfigError(
         'CHAIN_ENVIRONMENT_FILE',

@@ -1,10 +1,4 @@
-import {
-  type Caveat,
-  type Delegation,
-  ROOT_AUTHORITY,
-  type SmartAccountsEnvironment,
-} from '@metamask/smart-accounts-kit';
-import { decodeCaveat } from '@metamask/smart-accounts-kit/utils';
+import type { Caveat, Delegation, SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import {
   type Address,
   encodeFunctionData,
@@ -17,6 +11,7 @@ import {
 } from 'viem';
 import type { AcceptedEnforcer, SessionLimits } from '../client/types.js';
 import { validationError } from '../http/errors.js';
+import { decodeAcceptedCaveat, ROOT_AUTHORITY } from './delegation-framework.js';
 
 /** What the gateway accepts in a session delegation. */
 export interface SessionPolicy {
@@ -94,7 +89,7 @@ export function checkDelegation(
         `${field}.enforcer`,
         `is not an enforcer the gateway accepts; accepted: ${ACCEPTED_ENFORCERS.join(', ')} (GET /v1/authorize lists their addresses)`,
       );
-    const decoded = decodeTerms(caveat, policy.environment, `${field}.terms`, name);
+    const decoded = decodeTerms(caveat, `${field}.terms`, name);
     const earlier = seen.get(name);
     if (earlier !== undefined && name !== 'AllowedCalldataEnforcer' && name !== 'TimestampEnforcer')
       throw validationError(
@@ -226,9 +221,9 @@ function enforcerNamesByAddress(environment: SmartAccountsEnvironment): Map<stri
   );
 }
 
-function decodeTerms(caveat: Caveat, environment: SmartAccountsEnvironment, field: string, name: string) {
+function decodeTerms(caveat: Caveat, field: string, name: AcceptedEnforcer) {
   try {
-    return decodeCaveat({ caveat, environment });
+    return decodeAcceptedCaveat(name, caveat);
   } catch (error) {
     throw validationError(field, `cannot be decoded as ${name} terms: ${(error as Error).message}`);
   }

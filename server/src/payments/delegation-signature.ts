@@ -1,5 +1,4 @@
 import type { Delegation } from '@metamask/smart-accounts-kit';
-import { SIGNABLE_DELEGATION_TYPED_DATA, toDelegationStruct } from '@metamask/smart-accounts-kit/utils';
 import {
   type Address,
   type Hex,
@@ -8,6 +7,7 @@ import {
   type PublicClient,
   parseErc6492Signature,
 } from 'viem';
+import { SIGNABLE_DELEGATION_TYPED_DATA, toDelegationStruct } from './delegation-framework.js';
 
 /** A smart account not deployed yet, and how to deploy it (from its ERC-6492 signature). */
 export interface PendingDeployment {

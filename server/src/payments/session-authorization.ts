@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { contracts, type Delegation } from '@metamask/smart-accounts-kit';
-import { hashDelegation } from '@metamask/smart-accounts-kit/utils';
+import type { Delegation } from '@metamask/smart-accounts-kit';
 import type { Address, Hex } from 'viem';
 import type { SessionLimits } from '../client/types.js';
 import { ApiError, validationError } from '../http/errors.js';
 import type { Store } from '../store/database.js';
 import { insertSession } from '../store/sessions.js';
 import { type ChainClient, chainErrorReason } from './chain-client.js';
+import { hashDelegation, isDelegationDisabled } from './delegation-framework.js';
 import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
 import {
   delegationDomain,
@@ -68,11 +68,7 @@ export function createSessionAuthorizer(
         Promise.all([
           client.getCode({ address: delegator }),
           verifyDelegationSignature(client, domain, accepted.delegation, signature),
-          contracts.DelegationManager.read.disabledDelegations({
-            client,
-            contractAddress: chain.environment.DelegationManager,
-            delegationHash,
-          }),
+          isDelegationDisabled(client, chain.environment.DelegationManager, delegationHash),
         ]),
       );
       if (!code && !deployment)

@@ -1,4 +1,3 @@
-import { contracts, createExecution, ExecutionMode } from '@metamask/smart-accounts-kit';
 import { type Address, encodeFunctionData, erc20Abi, type Hash, type Hex } from 'viem';
 import {
   failSettlement,
@@ -10,6 +9,7 @@ import {
 import type { SettlementOutcome } from '../observability/index.js';
 import type { Store } from '../store/database.js';
 import { type ChainClient, chainErrorReason } from './chain-client.js';
+import { redeemDelegationCalldata } from './delegation-framework.js';
 import { type PendingDeployment, redeemableSignature } from './delegation-signature.js';
 import {
   awaitReceipt,
@@ -148,11 +148,11 @@ export function settlementCall(
   });
   return {
     to: chain.environment.DelegationManager,
-    data: contracts.DelegationManager.encode.redeemDelegations({
-      delegations: [[{ ...session.delegation, signature: redeemableSignature(session.signature).signature }]],
-      modes: [ExecutionMode.SingleDefault],
-      executions: [[createExecution({ target: chain.usdc, callData: transfer })]],
-    }),
+    data: redeemDelegationCalldata(
+      { ...session.delegation, signature: redeemableSignature(session.signature).signature },
+      chain.usdc,
+      transfer,
+    ),
   };
 }
 

@@ -1,7 +1,7 @@
-import { ROOT_AUTHORITY } from '@metamask/smart-accounts-kit';
 import { pad } from 'viem';
 import type { SessionTerms } from '../client/types.js';
 import type { ChainClient } from './chain-client.js';
+import { ROOT_AUTHORITY } from './delegation-framework.js';
 import {
   acceptedEnforcers,
   MIN_PERIOD_SECONDS,

@@ -1,5 +1,5 @@
-import { decodeRevertReason } from '@metamask/smart-accounts-kit/utils';
 import { BaseError, decodeErrorResult, type Hex, isHex, parseAbi } from 'viem';
+import { revertReason } from './revert-reason.js';
 
 /** Why the chain refuses a settlement: the payer's side, so the answer is 402. */
 export type RefusalReason =
@@ -63,7 +63,7 @@ const BY_REVERT: Array<[RegExp, RefusalReason]> = [
 export function refusalFromRevert(error: unknown, owedAtomic: bigint): SettlementRefusedError | undefined {
   if (!(error instanceof BaseError)) return undefined;
   const data = revertData(error);
-  const decoded = decodeRevertReason(error)?.message ?? (data && decodeTokenError(data));
+  const decoded = revertReason(error) ?? (data && decodeTokenError(data));
   const reverted = decoded !== undefined || data !== undefined || /revert/i.test(error.shortMessage);
   if (!reverted) return undefined;
   const revert = decoded ?? error.shortMessage;
