@@ -63,6 +63,8 @@ function openSqlite(path: string, options: StoreOptions): Store {
   file.defaultSafeIntegers(true);
   file.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   file.pragma('foreign_keys = ON');
+  // SQLite's own default page cache (better-sqlite3 raises it to 16 MB); the OS caches the file too.
+  file.pragma('cache_size = -2000');
   let dialect: SqliteDialect;
   if (path === ':memory:') {
     dialect = new SqliteDialect({ database: preparingOnce(file) });
