@@ -73,8 +73,8 @@ function openSqlite(path: string, options: StoreOptions): Store {
     // A committed usage record must survive a power loss, not only a process crash: SQLite writes
     // the WAL (NORMAL) and the WAL is fsynced off the event loop before any write resolves.
     file.pragma('synchronous = NORMAL');
-    const wal = walSync(file, path, options.fileSync);
-    dialect = new WalSyncingSqliteDialect({ database: preparingOnce(wal.database) }, wal);
+    const wal = walSync(path, options.fileSync);
+    dialect = new WalSyncingSqliteDialect({ database: preparingOnce(file, wal.tracked) }, wal);
   }
   const db = new Kysely<Database>({ dialect });
   return {
@@ -93,8 +93,12 @@ const MAX_PREPARED = 500;
 /**
  * Kysely prepares every query it runs; the gateway runs the same few on every request, so each
  * text is prepared once and its statement run again (better-sqlite3 statements are reusable).
+ * `wrap` may stand in for a new statement (e.g. to note its writes).
  */
-function preparingOnce(file: SqliteDatabase.Database): SqliteDatabase.Database {
+function preparingOnce(
+  file: SqliteDatabase.Database,
+  wrap: (statement: SqliteDatabase.Statement) => SqliteDatabase.Statement = (statement) => statement,
+): SqliteDatabase.Database {
   const prepared = new Map<string, SqliteDatabase.Statement>();
   return new Proxy(file, {
     get(target, property) {
@@ -103,7 +107,7 @@ function preparingOnce(file: SqliteDatabase.Database): SqliteDatabase.Database {
         let statement = prepared.get(sql);
         if (!statement) {
           if (prepared.size >= MAX_PREPARED) prepared.clear();
-          statement = target.prepare(sql);
+          statement = wrap(target.prepare(sql));
           prepared.set(sql, statement);
         }
         return statement;

@@ -17,8 +17,8 @@ export type FileSync = (fd: number) => Promise<void>;
  * may see another's commit a fraction of a millisecond before it is (PostgreSQL would not).
  */
 export interface WalSync {
-  /** The database handle to give Kysely: its writing statements are noted. */
-  readonly database: SqliteDatabase.Database;
+  /** A prepared statement as Kysely must run it: its writes are noted. */
+  tracked(statement: SqliteDatabase.Statement): SqliteDatabase.Statement;
   /** Whether anything was written since the last call. */
   takeWrites(): boolean;
   /** Resolves once everything committed before the call is on stable storage. */
@@ -28,7 +28,7 @@ export interface WalSync {
 
 const fsyncFile: FileSync = promisify(fsync);
 
-export function walSync(file: SqliteDatabase.Database, path: string, sync: FileSync = fsyncFile): WalSync {
+export function walSync(path: string, sync: FileSync = fsyncFile): WalSync {
   let wrote = false;
   let wal: number | undefined;
   let running: Promise<void> | undefined;
@@ -53,10 +53,11 @@ export function walSync(file: SqliteDatabase.Database, path: string, sync: FileS
     return running;
   };
   return {
-    database: withWriteTracking(file, (result) => {
-      wrote = true;
-      return result;
-    }),
+    tracked: (statement) =>
+      trackingWrites(statement, (result) => {
+        wrote = true;
+        return result;
+      }),
     takeWrites() {
       const taken = wrote;
       wrote = false;
@@ -79,27 +80,19 @@ export function walSync(file: SqliteDatabase.Database, path: string, sync: FileS
   };
 }
 
-/** Statements that may write run through `mark`, so that a flush knows there is something to flush. */
-function withWriteTracking(
-  file: SqliteDatabase.Database,
+/** A statement that may write runs through `mark`, so that a flush knows there is something to flush. */
+function trackingWrites(
+  statement: SqliteDatabase.Statement,
   mark: <T>(result: T) => T,
-): SqliteDatabase.Database {
-  return new Proxy(file, {
-    get(target, property) {
-      if (property !== 'prepare') return Reflect.get(target, property, target);
-      return (sql: string) => {
-        const statement = target.prepare(sql);
-        if (statement.readonly) return statement;
-        const run = statement.run.bind(statement);
-        const all = statement.all.bind(statement);
-        const get = statement.get.bind(statement);
-        return Object.assign(Object.create(statement), {
-          run: (...parameters: unknown[]) => mark(run(...parameters)),
-          all: (...parameters: unknown[]) => mark(all(...parameters)),
-          get: (...parameters: unknown[]) => mark(get(...parameters)),
-        });
-      };
-    },
+): SqliteDatabase.Statement {
+  if (statement.readonly) return statement;
+  const run = statement.run.bind(statement);
+  const all = statement.all.bind(statement);
+  const get = statement.get.bind(statement);
+  return Object.assign(Object.create(statement), {
+    run: (...parameters: unknown[]) => mark(run(...parameters)),
+    all: (...parameters: unknown[]) => mark(all(...parameters)),
+    get: (...parameters: unknown[]) => mark(get(...parameters)),
   });
 }
 
