@@ -1,10 +1,9 @@
-import type { Selectable } from 'kysely';
 import { type Address, getAddress } from 'viem';
 import type { MeteredUsage } from '../providers/types.js';
 import type { PaymentRail } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
 import { exactSum, readSum, toBigInt } from '../store/exact-sum.js';
-import type { UsageRecordsTable } from '../store/schema.js';
+import type { UsageRow } from '../store/usage-records.js';
 import { atomicCovering } from './money.js';
 import type { CostBreakdown } from './pricing.js';
 import { costsSomething, isUnfinished } from './settlements.js';
@@ -82,34 +81,10 @@ export async function recordUsages(
     created_at: (entry.createdAt ?? new Date()).getTime(),
     settlement_id: null,
   }));
-  const payers = new Map(rows.map((row) => [row.payer, row.created_at]));
-  const stored = await store.db.transaction().execute(async (trx) => {
-    await trx
-      .insertInto('payers')
-      .values([...payers].map(([wallet, createdAt]) => ({ wallet, credit_pico: 0, created_at: createdAt })))
-      .onConflict((conflict) => conflict.column('wallet').doNothing())
-      .execute();
-    const inserted = await trx
-      .insertInto('usage_records')
-      .values(rows)
-      .onConflict((conflict) => conflict.column('request_id').doNothing())
-      .returningAll()
-      .execute();
-    const byRequest = new Map(inserted.map((row) => [row.request_id, row]));
-    // Request ids recorded before (a retry): the first record stands.
-    const known = rows.filter((row) => !byRequest.has(row.request_id)).map((row) => row.request_id);
-    if (known.length > 0)
-      for (const row of await trx
-        .selectFrom('usage_records')
-        .selectAll()
-        .where('request_id', 'in', known)
-        .execute())
-        byRequest.set(row.request_id, row);
-    return byRequest;
-  });
+  const stored = await store.insertUsageRows(rows);
   return entries.map((entry, i) => {
     const row = rows[i] as (typeof rows)[number];
-    const record = toUsageRecord(stored.get(row.request_id) as Selectable<UsageRecordsTable>);
+    const record = toUsageRecord(stored.get(row.request_id) as UsageRow);
     return sameUsage(record, { ...entry, payer: row.payer })
       ? record
       : new UsageConflictError(entry.requestId);
@@ -155,7 +130,7 @@ export async function debtOf(store: Store, payer: Address): Promise<Debt> {
   return { unpaidPicoUsd, creditPicoUsd, owedPicoUsd, owedAtomic: atomicCovering(owedPicoUsd) };
 }
 
-export function toUsageRecord(row: Selectable<UsageRecordsTable>): UsageRecord {
+export function toUsageRecord(row: UsageRow): UsageRecord {
   return {
     requestId: row.request_id,
     payer: row.payer,

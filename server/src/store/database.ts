@@ -1,8 +1,9 @@
 import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
-import pg from 'pg';
+import type pg from 'pg';
 import { advisoryLeadership, type Leadership, soleLeadership } from './leadership.js';
 import {
   advisoryLock,
@@ -15,7 +16,9 @@ import {
   processPayerLock,
 } from './payer-lock.js';
 import type { Database } from './schema.js';
+import { sqliteUsageWriter, type UsageWriter } from './sqlite-usage-writer.js';
 import { type FileSync, WalSyncingSqliteDialect, walSync } from './sqlite-wal-sync.js';
+import { insertUsageRows, type NewUsageRow, type UsageRow } from './usage-records.js';
 
 export type StoreDialect = 'sqlite' | 'postgres';
 
@@ -32,6 +35,11 @@ export interface Store {
   withLock: KeyedLock;
   /** A role held by one process at a time among those sharing the store (the collector). */
   leadership(name: string): Leadership;
+  /**
+   * Inserts usage records (and new payers) in one transaction: each request id's stored row, the
+   * earlier one when the id was recorded before. A SQLite file is written by a worker thread.
+   */
+  insertUsageRows(rows: NewUsageRow[]): Promise<Map<string, UsageRow>>;
   close(): Promise<void>;
 }
 
@@ -59,13 +67,15 @@ export function openStore(databaseUrl: string, options: StoreOptions = {}): Stor
 
 function openSqlite(path: string, options: StoreOptions): Store {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   const file = new SqliteDatabase(path);
   file.defaultSafeIntegers(true);
-  file.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+  file.pragma(`busy_timeout = ${busyTimeoutMs}`);
   file.pragma('foreign_keys = ON');
   // SQLite's own default page cache (better-sqlite3 raises it to 16 MB); the OS caches the file too.
   file.pragma('cache_size = -2000');
   let dialect: SqliteDialect;
+  let usageWriter: UsageWriter | undefined;
   if (path === ':memory:') {
     dialect = new SqliteDialect({ database: preparingOnce(file) });
   } else {
@@ -75,6 +85,8 @@ function openSqlite(path: string, options: StoreOptions): Store {
     file.pragma('synchronous = NORMAL');
     const wal = walSync(path, options.fileSync);
     dialect = new WalSyncingSqliteDialect({ database: preparingOnce(file, wal.tracked) }, wal);
+    // Every chat request writes a usage record: its insert, commit and fsync run on a worker thread.
+    usageWriter = sqliteUsageWriter({ path, busyTimeoutMs });
   }
   const db = new Kysely<Database>({ dialect });
   return {
@@ -83,7 +95,11 @@ function openSqlite(path: string, options: StoreOptions): Store {
     withPayerLock: processPayerLock(),
     withLock: processLock(),
     leadership: () => soleLeadership,
-    close: () => db.destroy(),
+    insertUsageRows: (rows) => usageWriter?.write(rows) ?? insertUsageRows(db, rows),
+    async close() {
+      await usageWriter?.close();
+      await db.destroy();
+    },
   };
 }
 
@@ -120,14 +136,17 @@ const INT8_OID = 20;
 const NAMED_LOCK_CONNECTIONS = 4;
 
 /** int8 as bigint, per pool (not pg's global parsers); numeric (sums) stays a string. */
-const pgTypes = {
+const typesOf = (driver: typeof pg) => ({
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     if (oid === INT8_OID && format !== 'binary') return (value: string) => BigInt(value);
-    return pg.types.getTypeParser(oid, format);
+    return driver.types.getTypeParser(oid, format);
   },
-};
+});
 
 function openPostgres(connectionString: string, options: StoreOptions): Store {
+  // Loaded here: a gateway on SQLite does without pg's few megabytes of heap.
+  const pg = createRequire(import.meta.url)('pg') as typeof import('pg').default;
+  const pgTypes = typesOf(pg);
   const pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, types: pgTypes });
   const lockPool = new pg.Pool({ connectionString, max: options.lockPoolSize ?? 16 });
   // Named locks are taken inside payer locks (the relayer's, while a payer is settled) and
@@ -155,6 +174,7 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
       leaderships.push(leadership);
       return leadership;
     },
+    insertUsageRows: (rows) => insertUsageRows(db, rows),
     async close() {
       await Promise.all(leaderships.map((leadership) => leadership.release()));
       await db.destroy();

@@ -3,10 +3,12 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import SqliteDatabase from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { isPostgresUrl, openStore, type Store } from '../../src/store/database.js';
+import { findUsageRecord, recordUsage, UsageConflictError } from '../../src/billing/ledger.js';
+import { isPostgresUrl, isStoreUnavailable, openStore, type Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 import { migrations } from '../../src/store/migrations/index.js';
 import { testConfig } from '../support/config.js';
@@ -124,6 +126,74 @@ describe('SQLite durability', () => {
       expect(fsync.flushes).toHaveLength(0);
     } finally {
       fsync.hold(false);
+      await store.close();
+    }
+  });
+});
+
+describe('SQLite usage writer (worker thread)', () => {
+  const entry = (requestId: string) => ({
+    requestId,
+    payer: '0x00000000000000000000000000000000000000aa' as const,
+    rail: 'session' as const,
+    model: 'anthropic/claude-sonnet-4.5',
+    usage: {
+      inputTokens: 3,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      outputTokens: 5,
+      reasoningTokens: 0,
+      exact: true,
+    },
+    cost: { providerPicoUsd: 70n, commissionPicoUsd: 7n, totalPicoUsd: 77n },
+  });
+
+  test('a failed write names the cause; the next one works; closing waits for the writes under way', async () => {
+    const file = join(scratch, 'worker', 'gateway.sqlite');
+    const store = openStore(file);
+    try {
+      // Before the migrations there is no table: the worker answers with SQLite's error.
+      await expect(recordUsage(store, entry('early'))).rejects.toThrow(/no such table: payers/);
+      await migrateToLatest(store);
+      const first = await recordUsage(store, entry('req-1'));
+      expect(first).toMatchObject({ requestId: 'req-1', cost: { totalPicoUsd: 77n }, settlementId: null });
+      // The store's own connection reads what the worker committed; a retry returns the stored record.
+      expect(await findUsageRecord(store, 'req-1')).toEqual(first);
+      expect(await recordUsage(store, entry('req-1'))).toEqual(first);
+      await expect(
+        recordUsage(store, { ...entry('req-1'), usage: { ...entry('req-1').usage, outputTokens: 6 } }),
+      ).rejects.toBeInstanceOf(UsageConflictError);
+      const underWay = recordUsage(store, entry('req-2'));
+      await store.close();
+      expect(await underWay).toMatchObject({ requestId: 'req-2' });
+    } finally {
+      await store.close();
+    }
+    const reopened = openStore(file);
+    try {
+      expect(await findUsageRecord(reopened, 'req-2')).toMatchObject({
+        requestId: 'req-2',
+        usage: { outputTokens: 5 },
+      });
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  test('a write that finds the file locked past the busy timeout fails as unavailable, and the next one succeeds', async () => {
+    const file = join(scratch, 'locked', 'gateway.sqlite');
+    const store = openStore(file, { busyTimeoutMs: 50 });
+    const other = new SqliteDatabase(file);
+    try {
+      await migrateToLatest(store);
+      other.exec('begin immediate');
+      const refused = await recordUsage(store, entry('req-locked')).catch((error: unknown) => error);
+      expect(refused).toMatchObject({ code: 'SQLITE_BUSY' });
+      expect(isStoreUnavailable(refused)).toBe(true);
+      other.exec('rollback');
+      expect(await recordUsage(store, entry('req-locked'))).toMatchObject({ requestId: 'req-locked' });
+    } finally {
+      other.close();
       await store.close();
     }
   });

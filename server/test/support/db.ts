@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { openStore, type Store, type StoreOptions } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
@@ -10,7 +13,7 @@ export const testDialects: TestDialect[] = process.env.DATABASE_URL?.startsWith(
   ? ['sqlite', 'postgres']
   : ['sqlite'];
 
-/** A database of its own for one test file: `:memory:`, or a fresh PostgreSQL schema dropped by `drop`. */
+/** A database of its own for one test file: a SQLite file, or a fresh PostgreSQL schema; `drop` removes it. */
 export interface TestDatabase {
   dialect: TestDialect;
   /** A DATABASE_URL for it (PostgreSQL: with search_path set to the schema). */
@@ -30,17 +33,21 @@ export async function createTestDatabase(dialect: TestDialect): Promise<TestData
     return store;
   };
   if (dialect === 'sqlite') {
-    let memory: Store | undefined;
+    // A file, as the gateway uses (WAL, fsync, usage records written by the worker thread).
+    const directory = mkdtempSync(join(tmpdir(), 'paygate-test-db-'));
+    const url = join(directory, 'gateway.sqlite');
+    let store: Promise<Store> | undefined;
     return {
       dialect,
-      url: ':memory:',
-      // One in-memory database per file: every open() returns the same store.
-      open: async () => {
-        memory ??= await openMigrated(':memory:');
-        return memory;
+      url,
+      // One store per database: SQLite's payer locks are the store's, as in one gateway process.
+      open: (options) => {
+        store ??= openMigrated(url, options);
+        return store;
       },
       drop: async () => {
         await closeStores();
+        rmSync(directory, { recursive: true, force: true });
       },
     };
   }

@@ -1,0 +1,88 @@
+import { Worker } from 'node:worker_threads';
+import type { UsageWorkerOptions, UsageWorkerReply, UsageWorkerRequest } from './sqlite-usage-worker.js';
+import type { NewUsageRow, UsageRow } from './usage-records.js';
+
+/** Usage records written by a worker thread (sqlite-usage-worker.ts) on its own connection. */
+export interface UsageWriter {
+  write(rows: NewUsageRow[]): Promise<Map<string, UsageRow>>;
+  /** Waits for the writes under way, then stops the worker. */
+  close(): Promise<void>;
+}
+
+interface Pending {
+  resolve(rows: Map<string, UsageRow>): void;
+  reject(error: Error): void;
+}
+
+/**
+ * The worker's entry: the compiled module, or from the sources (tsx, vitest) the TypeScript one
+ * imported through tsx (a loader given to a worker's `--import` is not applied on Node 20).
+ */
+function workerEntry(): [string | URL, { eval?: boolean }] {
+  if (!import.meta.url.endsWith('.ts')) return [new URL('./sqlite-usage-worker.js', import.meta.url), {}];
+  const entry = JSON.stringify(new URL('./sqlite-usage-worker.ts', import.meta.url).href);
+  const tsx = JSON.stringify(import.meta.resolve('tsx/esm/api'));
+  return [`import(${tsx}).then(({ tsImport }) => tsImport(${entry}, ${entry}))`, { eval: true }];
+}
+
+const WORKER_HEAP = { maxYoungGenerationSizeMb: 2, maxOldGenerationSizeMb: 32 };
+
+export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
+  let worker: Worker | undefined;
+  let nextId = 0;
+  const pending = new Map<number, Pending>();
+  let drained: (() => void) | undefined;
+
+  const settle = (id: number, outcome: (waiter: Pending) => void) => {
+    const waiter = pending.get(id);
+    if (!waiter) return;
+    pending.delete(id);
+    outcome(waiter);
+    if (pending.size === 0) {
+      // An idle worker must not keep the process alive; one with writes under way must.
+      worker?.unref();
+      drained?.();
+    }
+  };
+  // A worker that failed or stopped answers nothing more: its writes fail (they may have
+  // committed; a retry of the same request id returns the stored record) and the next write starts another.
+  const lose = (lost: Worker, error: Error) => {
+    if (worker !== lost) return;
+    worker = undefined;
+    for (const id of [...pending.keys()]) settle(id, (waiter) => waiter.reject(error));
+  };
+  const start = () => {
+    const [entry, how] = workerEntry();
+    // It holds a few prepared statements and one batch at a time: a small heap keeps the RSS down.
+    const started = new Worker(entry, { ...how, workerData: options, resourceLimits: WORKER_HEAP });
+    started.on('message', (reply: UsageWorkerReply) =>
+      settle(reply.id, (waiter) => {
+        if ('error' in reply)
+          waiter.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
+        else waiter.resolve(new Map(reply.rows.map((row) => [row.request_id, row])));
+      }),
+    );
+    started.on('error', (error) => lose(started, error));
+    started.on('exit', (code) => lose(started, new Error(`usage writer stopped (exit code ${code})`)));
+    return started;
+  };
+
+  return {
+    write(rows) {
+      worker ??= start();
+      const id = nextId++;
+      const request: UsageWorkerRequest = { id, rows };
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        worker?.ref();
+        worker?.postMessage(request);
+      });
+    },
+    async close() {
+      if (pending.size > 0) await new Promise<void>((resolve) => (drained = resolve));
+      const stopping = worker;
+      worker = undefined;
+      await stopping?.terminate();
+    },
+  };
+}
