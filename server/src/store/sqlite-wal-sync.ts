@@ -2,7 +2,13 @@ import { closeSync, fsync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { promisify } from 'node:util';
 import type SqliteDatabase from 'better-sqlite3';
-import { SqliteDialect, type SqliteDialectConfig, SqliteDriver } from 'kysely';
+import {
+  CompiledQuery,
+  type DatabaseConnection,
+  SqliteDialect,
+  type SqliteDialectConfig,
+  SqliteDriver,
+} from 'kysely';
 
 /** Flushes a file to stable storage; `fs.fsync` runs on libuv's thread pool, off the event loop. */
 export type FileSync = (fd: number) => Promise<void>;
@@ -118,6 +124,13 @@ class WalSyncingSqliteDriver extends SqliteDriver {
   constructor(config: SqliteDialectConfig, wal: WalSync) {
     super(config);
     this.#wal = wal;
+  }
+
+  // Another connection writes the same file (the usage writer's worker thread). A deferred
+  // transaction that read before that one committed could not write any more (SQLITE_BUSY on a
+  // stale snapshot); taking the write lock at the start makes its reads and writes one snapshot.
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
   }
 
   // Kysely releases the connection after a statement run alone and after a transaction's commit

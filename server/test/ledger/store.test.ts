@@ -180,6 +180,32 @@ describe('SQLite usage writer (worker thread)', () => {
     }
   });
 
+  test('a transaction that read before the worker wrote can still write: it holds the write lock from its start', async () => {
+    const file = join(scratch, 'snapshot', 'gateway.sqlite');
+    const store = openStore(file);
+    try {
+      await migrateToLatest(store);
+      await recordUsage(store, entry('req-first')); // the worker is up
+      let written: Promise<unknown> | undefined;
+      await store.db.transaction().execute(async (trx) => {
+        await trx.selectFrom('payers').selectAll().execute();
+        written = recordUsage(store, entry('req-meanwhile'));
+        // Time for the worker to commit, were it not waiting for this transaction.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        await trx
+          .insertInto('payers')
+          .values({ wallet: '0x00000000000000000000000000000000000000bb', credit_pico: 0, created_at: 0 })
+          .execute();
+      });
+      expect(await written).toMatchObject({ requestId: 'req-meanwhile' });
+      expect(await store.db.selectFrom('payers').select('wallet').orderBy('wallet').execute()).toHaveLength(
+        2,
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
   test('a write that finds the file locked past the busy timeout fails as unavailable, and the next one succeeds', async () => {
     const file = join(scratch, 'locked', 'gateway.sqlite');
     const store = openStore(file, { busyTimeoutMs: 50 });
