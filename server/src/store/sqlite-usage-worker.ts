@@ -42,9 +42,8 @@ function prepare() {
   const findRecord = file.prepare('select * from usage_records where request_id = ?');
   const insertAll = file.transaction((rows: NewUsageRow[]) => {
     for (const row of rows) insertPayer.run(row.payer, row.created_at);
-    return rows.map(
-      (row) => (insertRecord(row).get(row) ?? findRecord.get(row.request_id)) as UsageRow, // a retry: the first stands
-    );
+    // A request id recorded before (a retry) inserts nothing: the first record stands.
+    return rows.map((row) => (insertRecord(row).get(row) ?? findRecord.get(row.request_id)) as UsageRow);
   });
   return { insertAll };
 }

@@ -25,13 +25,12 @@ function workerEntry(): [string | URL, { eval?: boolean }] {
   return [`import(${tsx}).then(({ tsImport }) => tsImport(${entry}, ${entry}))`, { eval: true }];
 }
 
-const WORKER_HEAP = { maxYoungGenerationSizeMb: 2, maxOldGenerationSizeMb: 32 };
-
 export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
   let worker: Worker | undefined;
   let nextId = 0;
   const pending = new Map<number, Pending>();
-  let drained: (() => void) | undefined;
+  const drainWaiters: Array<() => void> = [];
+  let closed = false;
 
   const settle = (id: number, outcome: (waiter: Pending) => void) => {
     const waiter = pending.get(id);
@@ -41,7 +40,7 @@ export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
     if (pending.size === 0) {
       // An idle worker must not keep the process alive; one with writes under way must.
       worker?.unref();
-      drained?.();
+      for (const waiter of drainWaiters.splice(0)) waiter();
     }
   };
   // A worker that failed or stopped answers nothing more: its writes fail (they may have
@@ -53,8 +52,7 @@ export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
   };
   const start = () => {
     const [entry, how] = workerEntry();
-    // It holds a few prepared statements and one batch at a time: a small heap keeps the RSS down.
-    const started = new Worker(entry, { ...how, workerData: options, resourceLimits: WORKER_HEAP });
+    const started = new Worker(entry, { ...how, workerData: options });
     started.on('message', (reply: UsageWorkerReply) =>
       settle(reply.id, (waiter) => {
         if ('error' in reply)
@@ -69,6 +67,7 @@ export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
 
   return {
     write(rows) {
+      if (closed) return Promise.reject(new Error('the store is closed'));
       worker ??= start();
       const id = nextId++;
       const request: UsageWorkerRequest = { id, rows };
@@ -79,7 +78,8 @@ export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
       });
     },
     async close() {
-      if (pending.size > 0) await new Promise<void>((resolve) => (drained = resolve));
+      closed = true;
+      if (pending.size > 0) await new Promise<void>((resolve) => drainWaiters.push(resolve));
       const stopping = worker;
       worker = undefined;
       await stopping?.terminate();

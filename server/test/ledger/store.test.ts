@@ -166,6 +166,7 @@ describe('SQLite usage writer (worker thread)', () => {
       const underWay = recordUsage(store, entry('req-2'));
       await store.close();
       expect(await underWay).toMatchObject({ requestId: 'req-2' });
+      await expect(recordUsage(store, entry('req-late'))).rejects.toThrow('the store is closed');
     } finally {
       await store.close();
     }
