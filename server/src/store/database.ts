@@ -18,7 +18,7 @@ import {
 import type { Database } from './schema.js';
 import { sqliteUsageWriter, type UsageWriter } from './sqlite-usage-writer.js';
 import { type FileSync, WalSyncingSqliteDialect, walSync } from './sqlite-wal-sync.js';
-import { insertUsageRows, type NewUsageRow, type UsageRow } from './usage-records.js';
+import { insertUsageRows, insertUsageRowsAtOnce, type NewUsageRow, type UsageRow } from './usage-records.js';
 
 export type StoreDialect = 'sqlite' | 'postgres';
 
@@ -174,7 +174,7 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
       leaderships.push(leadership);
       return leadership;
     },
-    insertUsageRows: (rows) => insertUsageRows(db, rows),
+    insertUsageRows: (rows) => insertUsageRowsAtOnce(db, rows),
     async close() {
       await Promise.all(leaderships.map((leadership) => leadership.release()));
       await db.destroy();

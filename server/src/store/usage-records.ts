@@ -12,11 +12,10 @@ export async function insertUsageRows(
   db: Kysely<Database>,
   rows: readonly NewUsageRow[],
 ): Promise<Map<string, UsageRow>> {
-  const payers = new Map(rows.map((row) => [row.payer, row.created_at]));
   return db.transaction().execute(async (trx) => {
     await trx
       .insertInto('payers')
-      .values([...payers].map(([wallet, createdAt]) => ({ wallet, credit_pico: 0, created_at: createdAt })))
+      .values(newPayers(rows))
       .onConflict((conflict) => conflict.column('wallet').doNothing())
       .execute();
     const inserted = await trx
@@ -25,16 +24,54 @@ export async function insertUsageRows(
       .onConflict((conflict) => conflict.column('request_id').doNothing())
       .returningAll()
       .execute();
-    const byRequest = new Map(inserted.map((row) => [row.request_id, row]));
-    // Request ids recorded before (a retry): the first record stands.
-    const known = rows.filter((row) => !byRequest.has(row.request_id)).map((row) => row.request_id);
-    if (known.length > 0)
-      for (const row of await trx
-        .selectFrom('usage_records')
-        .selectAll()
-        .where('request_id', 'in', known)
-        .execute())
-        byRequest.set(row.request_id, row);
-    return byRequest;
+    return withEarlierRecords(trx, rows, inserted);
   });
+}
+
+/**
+ * `insertUsageRows` for PostgreSQL in one statement, the payers' insert a data-modifying CTE: one
+ * round trip instead of four (begin, two inserts, commit), and as atomic.
+ */
+export async function insertUsageRowsAtOnce(
+  db: Kysely<Database>,
+  rows: readonly NewUsageRow[],
+): Promise<Map<string, UsageRow>> {
+  const inserted = await db
+    .with('new_payers', (db) =>
+      db
+        .insertInto('payers')
+        .values(newPayers(rows))
+        .onConflict((conflict) => conflict.column('wallet').doNothing()),
+    )
+    .insertInto('usage_records')
+    .values([...rows])
+    .onConflict((conflict) => conflict.column('request_id').doNothing())
+    .returningAll()
+    .execute();
+  return withEarlierRecords(db, rows, inserted);
+}
+
+const newPayers = (rows: readonly NewUsageRow[]) =>
+  [...new Map(rows.map((row) => [row.payer, row.created_at]))].map(([wallet, createdAt]) => ({
+    wallet,
+    credit_pico: 0,
+    created_at: createdAt,
+  }));
+
+/** The inserted rows by request id, plus those of request ids recorded before (a retry: the first record stands). */
+async function withEarlierRecords(
+  db: Kysely<Database>,
+  rows: readonly NewUsageRow[],
+  inserted: UsageRow[],
+): Promise<Map<string, UsageRow>> {
+  const byRequest = new Map(inserted.map((row) => [row.request_id, row]));
+  const known = rows.filter((row) => !byRequest.has(row.request_id)).map((row) => row.request_id);
+  if (known.length > 0)
+    for (const row of await db
+      .selectFrom('usage_records')
+      .selectAll()
+      .where('request_id', 'in', known)
+      .execute())
+      byRequest.set(row.request_id, row);
+  return byRequest;
 }
