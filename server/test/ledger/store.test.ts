@@ -11,6 +11,7 @@ import { findUsageRecord, recordUsage, UsageConflictError } from '../../src/bill
 import { isPostgresUrl, isStoreUnavailable, openStore, type Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 import { migrations } from '../../src/store/migrations/index.js';
+import { sqliteUsageWriter } from '../../src/store/sqlite-usage-writer.js';
 import { testConfig } from '../support/config.js';
 import { createTestDatabase, testDialects } from '../support/db.js';
 
@@ -178,6 +179,49 @@ describe('SQLite usage writer (worker thread)', () => {
       });
     } finally {
       await reopened.close();
+    }
+  });
+
+  test('a worker that dies fails the writes it held; the next write starts another', async () => {
+    const directory = join(scratch, 'not-yet');
+    const file = join(directory, 'gateway.sqlite');
+    // The worker cannot open a file in a directory that does not exist: it ends before answering.
+    const writer = sqliteUsageWriter({ path: file, busyTimeoutMs: 1000 });
+    try {
+      await expect(writer.write([])).rejects.toThrow(/directory does not exist|unable to open/);
+      const store = openStore(file);
+      try {
+        await migrateToLatest(store);
+        const written = await writer.write([
+          {
+            request_id: 'req-after-restart',
+            payer: '0x00000000000000000000000000000000000000aa',
+            rail: 'session',
+            model: 'anthropic/claude-sonnet-4.5',
+            input_tokens: 1,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            output_tokens: 1,
+            reasoning_tokens: 0,
+            provider_cost_pico: 0,
+            commission_pico: 0,
+            total_pico: 0,
+            exact: 1,
+            created_at: 0,
+            settlement_id: null,
+          },
+        ]);
+        expect(written.get('req-after-restart')).toMatchObject({
+          payer: '0x00000000000000000000000000000000000000aa',
+        });
+        expect(await findUsageRecord(store, 'req-after-restart')).toMatchObject({
+          requestId: 'req-after-restart',
+        });
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await writer.close();
     }
   });
 
