@@ -30,22 +30,20 @@ file.pragma('cache_size = -512');
 // acknowledged only once it is durable, as on the main connection.
 file.pragma('synchronous = FULL');
 
-type Statements = ReturnType<typeof prepare>;
 // Prepared on first use: the tables may not exist until the migrations have run.
-let statements: Statements | undefined;
+let insertAll: ReturnType<typeof prepareInsertAll> | undefined;
 const inserts = new Map<string, SqliteDatabase.Statement>();
 
-function prepare() {
+function prepareInsertAll() {
   const insertPayer = file.prepare(
     'insert into payers (wallet, credit_pico, created_at) values (?, 0, ?) on conflict (wallet) do nothing',
   );
   const findRecord = file.prepare('select * from usage_records where request_id = ?');
-  const insertAll = file.transaction((rows: NewUsageRow[]) => {
+  return file.transaction((rows: NewUsageRow[]) => {
     for (const row of rows) insertPayer.run(row.payer, row.created_at);
     // A request id recorded before (a retry) inserts nothing: the first record stands.
     return rows.map((row) => (insertRecord(row).get(row) ?? findRecord.get(row.request_id)) as UsageRow);
   });
-  return { insertAll };
 }
 
 /** The insert of a row's columns, named after its keys (the ledger sends every row with the same ones). */
@@ -66,8 +64,8 @@ function insertRecord(row: NewUsageRow): SqliteDatabase.Statement {
 parentPort?.on('message', ({ id, rows }: UsageWorkerRequest) => {
   let reply: UsageWorkerReply;
   try {
-    statements ??= prepare();
-    reply = { id, rows: statements.insertAll.immediate(rows) };
+    insertAll ??= prepareInsertAll();
+    reply = { id, rows: insertAll.immediate(rows) };
   } catch (error) {
     const { message, code } = error as { message?: string; code?: unknown };
     reply = {

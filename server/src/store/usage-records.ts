@@ -1,4 +1,4 @@
-import type { Insertable, Kysely, Selectable } from 'kysely';
+import type { Insertable, Kysely, QueryCreator, Selectable } from 'kysely';
 import type { Database, UsageRecordsTable } from './schema.js';
 
 export type NewUsageRow = Insertable<UsageRecordsTable>;
@@ -13,18 +13,8 @@ export async function insertUsageRows(
   rows: readonly NewUsageRow[],
 ): Promise<Map<string, UsageRow>> {
   return db.transaction().execute(async (trx) => {
-    await trx
-      .insertInto('payers')
-      .values(newPayers(rows))
-      .onConflict((conflict) => conflict.column('wallet').doNothing())
-      .execute();
-    const inserted = await trx
-      .insertInto('usage_records')
-      .values([...rows])
-      .onConflict((conflict) => conflict.column('request_id').doNothing())
-      .returningAll()
-      .execute();
-    return withEarlierRecords(trx, rows, inserted);
+    await insertPayers(trx, rows).execute();
+    return withEarlierRecords(trx, rows, await insertRecords(trx, rows).execute());
   });
 }
 
@@ -36,20 +26,26 @@ export async function insertUsageRowsAtOnce(
   db: Kysely<Database>,
   rows: readonly NewUsageRow[],
 ): Promise<Map<string, UsageRow>> {
-  const inserted = await db
-    .with('new_payers', (db) =>
-      db
-        .insertInto('payers')
-        .values(newPayers(rows))
-        .onConflict((conflict) => conflict.column('wallet').doNothing()),
-    )
+  // The CTE only adds a table the insert does not name.
+  const withPayers = db.with('new_payers', (creator) => insertPayers(creator, rows));
+  const inserted = await insertRecords(withPayers as unknown as QueryCreator<Database>, rows).execute();
+  return withEarlierRecords(db, rows, inserted);
+}
+
+/** New payers of the rows; those known already are left as they are. */
+const insertPayers = (creator: QueryCreator<Database>, rows: readonly NewUsageRow[]) =>
+  creator
+    .insertInto('payers')
+    .values(newPayers(rows))
+    .onConflict((conflict) => conflict.column('wallet').doNothing());
+
+/** The rows, returned as stored; a request id recorded before inserts nothing. */
+const insertRecords = (creator: QueryCreator<Database>, rows: readonly NewUsageRow[]) =>
+  creator
     .insertInto('usage_records')
     .values([...rows])
     .onConflict((conflict) => conflict.column('request_id').doNothing())
-    .returningAll()
-    .execute();
-  return withEarlierRecords(db, rows, inserted);
-}
+    .returningAll();
 
 const newPayers = (rows: readonly NewUsageRow[]) =>
   [...new Map(rows.map((row) => [row.payer, row.created_at]))].map(([wallet, createdAt]) => ({
