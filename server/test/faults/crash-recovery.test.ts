@@ -74,10 +74,15 @@ test('SIGKILL with the settlement stored but never broadcast: sent at restart, p
   const { rpc, probe } = stack;
   const payer = await stack.owingPayer(1);
   const forwarded = probe.forwarded();
-  // The broadcast hangs in the network, and is dropped there once the gateway is dead.
+  // The broadcast hangs in the network, and is dropped there once the gateway is dead. The kill
+  // waits for it: seeing the settlement stored is not enough, as the broadcast may not be out yet.
   const broadcast = rpc.stallFrom('eth_sendRawTransaction');
   try {
-    await Promise.all([broadcast, killedOnceSent(payer)]);
+    const request = interrupted(payer);
+    await broadcast;
+    expect(await stack.settlementStates(payer.address)).toEqual([`sent ${SMALL_COST}`]);
+    await stack.gateway.kill();
+    expect(await request).toBeInstanceOf(OpenAI.APIConnectionError);
   } finally {
     rpc.down();
     rpc.pass();
