@@ -81,10 +81,27 @@ export async function recordUsages(
     created_at: (entry.createdAt ?? new Date()).getTime(),
     settlement_id: null,
   }));
-  const stored = await store.insertUsageRows(rows);
+  const earlier = await store.insertUsageRows(rows);
+  // A request id twice in one batch: the first entry's record stands for the second too.
+  const recorded = new Map<string, UsageRecord>();
   return entries.map((entry, i) => {
     const row = rows[i] as (typeof rows)[number];
-    const record = toUsageRecord(stored.get(row.request_id) as UsageRow);
+    const stored = earlier.get(row.request_id);
+    const record =
+      recorded.get(row.request_id) ??
+      (stored
+        ? toUsageRecord(stored)
+        : {
+            requestId: row.request_id,
+            payer: row.payer,
+            rail: entry.rail,
+            model: entry.model,
+            usage: entry.usage,
+            cost: entry.cost,
+            createdAt: new Date(row.created_at),
+            settlementId: null,
+          });
+    recorded.set(row.request_id, record);
     return sameUsage(record, { ...entry, payer: row.payer })
       ? record
       : new UsageConflictError(entry.requestId);

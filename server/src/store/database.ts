@@ -18,7 +18,12 @@ import {
 import type { Database } from './schema.js';
 import { sqliteUsageWriter, type UsageWriter } from './sqlite-usage-writer.js';
 import { type FileSync, WalSyncingSqliteDialect, walSync } from './sqlite-wal-sync.js';
-import { insertUsageRows, insertUsageRowsAtOnce, type NewUsageRow, type UsageRow } from './usage-records.js';
+import {
+  type EarlierUsageRows,
+  insertUsageRows,
+  insertUsageRowsAtOnce,
+  type NewUsageRow,
+} from './usage-records.js';
 
 export type StoreDialect = 'sqlite' | 'postgres';
 
@@ -36,10 +41,10 @@ export interface Store {
   /** A role held by one process at a time among those sharing the store (the collector). */
   leadership(name: string): Leadership;
   /**
-   * Inserts usage records (and new payers) in one transaction: each request id's stored row, the
-   * earlier one when the id was recorded before. A SQLite file is written by a worker thread.
+   * Inserts usage records (and new payers) in one transaction. A request id recorded before
+   * inserts nothing; its stored row is returned. A SQLite file is written by a worker thread.
    */
-  insertUsageRows(rows: NewUsageRow[]): Promise<Map<string, UsageRow>>;
+  insertUsageRows(rows: readonly NewUsageRow[]): Promise<EarlierUsageRows>;
   close(): Promise<void>;
 }
 

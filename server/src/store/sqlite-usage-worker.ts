@@ -5,7 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SqliteDatabase from 'better-sqlite3';
-import type { NewUsageRow, UsageRow } from './usage-records.js';
+import { USAGE_COLUMNS, type UsageRow } from './usage-records.js';
 
 export interface UsageWorkerOptions {
   path: string;
@@ -13,10 +13,11 @@ export interface UsageWorkerOptions {
 }
 export interface UsageWorkerRequest {
   id: number;
-  rows: NewUsageRow[];
+  /** Each row's values in `USAGE_COLUMNS` order. */
+  rows: unknown[][];
 }
 export type UsageWorkerReply =
-  | { id: number; rows: UsageRow[] }
+  | { id: number; earlier: UsageRow[] }
   | { id: number; error: { message: string; code?: string } };
 
 const { path, busyTimeoutMs } = workerData as UsageWorkerOptions;
@@ -30,42 +31,37 @@ file.pragma('cache_size = -512');
 // acknowledged only once it is durable, as on the main connection.
 file.pragma('synchronous = FULL');
 
+const PAYER = USAGE_COLUMNS.indexOf('payer');
+const REQUEST_ID = USAGE_COLUMNS.indexOf('request_id');
+const CREATED_AT = USAGE_COLUMNS.indexOf('created_at');
+
 // Prepared on first use: the tables may not exist until the migrations have run.
 let insertAll: ReturnType<typeof prepareInsertAll> | undefined;
-const inserts = new Map<string, SqliteDatabase.Statement>();
 
 function prepareInsertAll() {
   const insertPayer = file.prepare(
     'insert into payers (wallet, credit_pico, created_at) values (?, 0, ?) on conflict (wallet) do nothing',
   );
+  const insertRecord = file.prepare(
+    `insert into usage_records (${USAGE_COLUMNS.join()}) values (${USAGE_COLUMNS.map(() => '?').join()}) ` +
+      'on conflict (request_id) do nothing',
+  );
   const findRecord = file.prepare('select * from usage_records where request_id = ?');
-  return file.transaction((rows: NewUsageRow[]) => {
-    for (const row of rows) insertPayer.run(row.payer, row.created_at);
+  return file.transaction((rows: unknown[][]) => {
+    for (const row of rows) insertPayer.run(row[PAYER], row[CREATED_AT]);
     // A request id recorded before (a retry) inserts nothing: the first record stands.
-    return rows.map((row) => (insertRecord(row).get(row) ?? findRecord.get(row.request_id)) as UsageRow);
+    const earlier: UsageRow[] = [];
+    for (const row of rows)
+      if (insertRecord.run(row).changes === 0) earlier.push(findRecord.get(row[REQUEST_ID]) as UsageRow);
+    return earlier;
   });
-}
-
-/** The insert of a row's columns, named after its keys (the ledger sends every row with the same ones). */
-function insertRecord(row: NewUsageRow): SqliteDatabase.Statement {
-  const columns = Object.keys(row);
-  const key = columns.join();
-  let statement = inserts.get(key);
-  if (!statement) {
-    statement = file.prepare(
-      `insert into usage_records (${key}) values (${columns.map((column) => `@${column}`).join()}) ` +
-        'on conflict (request_id) do nothing returning *',
-    );
-    inserts.set(key, statement);
-  }
-  return statement;
 }
 
 parentPort?.on('message', ({ id, rows }: UsageWorkerRequest) => {
   let reply: UsageWorkerReply;
   try {
     insertAll ??= prepareInsertAll();
-    reply = { id, rows: insertAll.immediate(rows) };
+    reply = { id, earlier: insertAll.immediate(rows) };
   } catch (error) {
     const { message, code } = error as { message?: string; code?: unknown };
     reply = {

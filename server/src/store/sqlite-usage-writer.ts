@@ -1,16 +1,16 @@
 import { Worker } from 'node:worker_threads';
 import type { UsageWorkerOptions, UsageWorkerReply, UsageWorkerRequest } from './sqlite-usage-worker.js';
-import type { NewUsageRow, UsageRow } from './usage-records.js';
+import { type EarlierUsageRows, type NewUsageRow, USAGE_COLUMNS } from './usage-records.js';
 
 /** Usage records written by a worker thread (sqlite-usage-worker.ts) on its own connection. */
 export interface UsageWriter {
-  write(rows: NewUsageRow[]): Promise<Map<string, UsageRow>>;
+  write(rows: readonly NewUsageRow[]): Promise<EarlierUsageRows>;
   /** Waits for the writes under way, then stops the worker. */
   close(): Promise<void>;
 }
 
 interface Pending {
-  resolve(rows: Map<string, UsageRow>): void;
+  resolve(earlier: EarlierUsageRows): void;
   reject(error: Error): void;
 }
 
@@ -57,7 +57,7 @@ export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
       settle(reply.id, (waiter) => {
         if ('error' in reply)
           waiter.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
-        else waiter.resolve(new Map(reply.rows.map((row) => [row.request_id, row])));
+        else waiter.resolve(new Map(reply.earlier.map((row) => [row.request_id, row])));
       }),
     );
     started.on('error', (error) => lose(started, error));
@@ -70,7 +70,7 @@ export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
       if (closed) return Promise.reject(new Error('the store is closed'));
       worker ??= start();
       const id = nextId++;
-      const request: UsageWorkerRequest = { id, rows };
+      const request: UsageWorkerRequest = { id, rows: rows.map(valuesOf) };
       return new Promise((resolve, reject) => {
         pending.set(id, { resolve, reject });
         worker?.ref();
@@ -86,3 +86,5 @@ export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
     },
   };
 }
+
+const valuesOf = (row: NewUsageRow): unknown[] => USAGE_COLUMNS.map((column) => row[column] ?? null);

@@ -5,16 +5,19 @@ export type NewUsageRow = Insertable<UsageRecordsTable>;
 export type UsageRow = Selectable<UsageRecordsTable>;
 
 /**
- * Inserts usage records, and their payers when new, in one transaction (one commit for all).
- * Returns each request id's stored row: the new one, or the one recorded before under that id.
+ * The rows recorded before under some of these request ids (a retry: the first record stands), by
+ * request id. Every other row was inserted as given.
  */
+export type EarlierUsageRows = Map<string, UsageRow>;
+
+/** Inserts usage records, and their payers when new, in one transaction (one commit for all). */
 export async function insertUsageRows(
   db: Kysely<Database>,
   rows: readonly NewUsageRow[],
-): Promise<Map<string, UsageRow>> {
+): Promise<EarlierUsageRows> {
   return db.transaction().execute(async (trx) => {
     await insertPayers(trx, rows).execute();
-    return withEarlierRecords(trx, rows, await insertRecords(trx, rows).execute());
+    return earlierRecords(trx, rows, await insertRecords(trx, rows).execute());
   });
 }
 
@@ -25,11 +28,11 @@ export async function insertUsageRows(
 export async function insertUsageRowsAtOnce(
   db: Kysely<Database>,
   rows: readonly NewUsageRow[],
-): Promise<Map<string, UsageRow>> {
+): Promise<EarlierUsageRows> {
   // The CTE only adds a table the insert does not name.
   const withPayers = db.with('new_payers', (creator) => insertPayers(creator, rows));
   const inserted = await insertRecords(withPayers as unknown as QueryCreator<Database>, rows).execute();
-  return withEarlierRecords(db, rows, inserted);
+  return earlierRecords(db, rows, inserted);
 }
 
 /** New payers of the rows; those known already are left as they are. */
@@ -39,13 +42,13 @@ const insertPayers = (creator: QueryCreator<Database>, rows: readonly NewUsageRo
     .values(newPayers(rows))
     .onConflict((conflict) => conflict.column('wallet').doNothing());
 
-/** The rows, returned as stored; a request id recorded before inserts nothing. */
+/** The rows; a request id recorded before inserts nothing. Returns the request ids inserted. */
 const insertRecords = (creator: QueryCreator<Database>, rows: readonly NewUsageRow[]) =>
   creator
     .insertInto('usage_records')
     .values([...rows])
     .onConflict((conflict) => conflict.column('request_id').doNothing())
-    .returningAll();
+    .returning('request_id');
 
 const newPayers = (rows: readonly NewUsageRow[]) =>
   [...new Map(rows.map((row) => [row.payer, row.created_at]))].map(([wallet, createdAt]) => ({
@@ -54,20 +57,37 @@ const newPayers = (rows: readonly NewUsageRow[]) =>
     created_at: createdAt,
   }));
 
-/** The inserted rows by request id, plus those of request ids recorded before (a retry: the first record stands). */
-async function withEarlierRecords(
+/** The stored rows of the request ids not inserted now. */
+async function earlierRecords(
   db: Kysely<Database>,
   rows: readonly NewUsageRow[],
-  inserted: UsageRow[],
-): Promise<Map<string, UsageRow>> {
-  const byRequest = new Map(inserted.map((row) => [row.request_id, row]));
-  const known = rows.filter((row) => !byRequest.has(row.request_id)).map((row) => row.request_id);
-  if (known.length > 0)
-    for (const row of await db
-      .selectFrom('usage_records')
-      .selectAll()
-      .where('request_id', 'in', known)
-      .execute())
-      byRequest.set(row.request_id, row);
-  return byRequest;
+  inserted: ReadonlyArray<{ request_id: string }>,
+): Promise<EarlierUsageRows> {
+  const insertedIds = new Set(inserted.map((row) => row.request_id));
+  const known = rows.filter((row) => !insertedIds.has(row.request_id)).map((row) => row.request_id);
+  if (known.length === 0) return new Map();
+  const stored = await db.selectFrom('usage_records').selectAll().where('request_id', 'in', known).execute();
+  return new Map(stored.map((row) => [row.request_id, row]));
 }
+
+/**
+ * The columns of a usage row in the order the SQLite worker receives them: rows cross the thread
+ * boundary as arrays of values, which clone faster than objects repeating every key.
+ */
+export const USAGE_COLUMNS = [
+  'request_id',
+  'payer',
+  'rail',
+  'model',
+  'input_tokens',
+  'cache_read_tokens',
+  'cache_write_tokens',
+  'output_tokens',
+  'reasoning_tokens',
+  'provider_cost_pico',
+  'commission_pico',
+  'total_pico',
+  'exact',
+  'created_at',
+  'settlement_id',
+] as const satisfies ReadonlyArray<keyof NewUsageRow>;

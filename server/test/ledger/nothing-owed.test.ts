@@ -97,6 +97,20 @@ describe.each(testDialects)('nothing owed, on %s', (dialect) => {
     expect((await findUsageRecord(store, first.requestId))?.cost.totalPicoUsd).toBe(7n);
   });
 
+  test('a new request id twice in one batch: the first entry is stored, a different second one refused', async () => {
+    const payer = newPayer();
+    const fresh = entry(payer, 5n);
+    const results = await recordUsages(store, [
+      fresh,
+      fresh,
+      { ...fresh, cost: { ...fresh.cost, totalPicoUsd: 6n, providerPicoUsd: 6n } },
+    ]);
+    expect(results[0]).toMatchObject({ requestId: fresh.requestId, cost: { totalPicoUsd: 5n } });
+    expect(results[1]).toEqual(results[0]);
+    expect(results[2]).toBeInstanceOf(UsageConflictError);
+    expect(await findUsageRecord(store, fresh.requestId)).toEqual(results[0]);
+  });
+
   test('the recorder answers every concurrent request once its own record is committed', async () => {
     const recorder = createUsageRecorder(store, 1000);
     const model = loadCatalog().find('anthropic/claude-sonnet-4.5')!;
