@@ -90,7 +90,7 @@ export async function buildApp(
   });
   const callerChecks: CallerChecks = {
     adminToken: config.adminToken,
-    isSessionActive: (sessionId) => isSessionActive(store, sessionId),
+    isSessionActive: (sessionId, wallet) => isSessionActive(store, sessionId, wallet),
   };
   const x402Rail = createX402Rail({
     store,
@@ -107,7 +107,8 @@ export async function buildApp(
     config,
     store,
     chain,
-    authenticate: (authorization) => authenticateAuthorization(app.jwt, authorization, callerChecks),
+    authenticate: (authorization, isSessionActive) =>
+      authenticateAuthorization(app.jwt, authorization, { ...callerChecks, isSessionActive }),
     log: {
       warn: (details, message) => app.log.warn(details, message),
       error: (details, message) => app.log.error(details, message),

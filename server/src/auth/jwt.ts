@@ -23,8 +23,8 @@ export type Caller = { kind: 'wallet'; wallet: Address; sessionId: string } | { 
 export interface CallerChecks {
   /** ADMIN_TOKEN; operator access is off when unset. */
   adminToken?: string;
-  /** Whether the session behind a token still stands (exists, not revoked, not expired). */
-  isSessionActive(sessionId: string): Promise<boolean>;
+  /** Whether the session behind a token still stands: exists for that wallet, not revoked, not expired. */
+  isSessionActive(sessionId: string, wallet: Address): Promise<boolean>;
 }
 
 /** Registers @fastify/jwt at the root: HS256 with JWT_SECRET, and nothing else accepted. */
@@ -106,7 +106,7 @@ export async function authenticateAuthorization(
   }
   const wallet = walletOfClaims(claims);
   if (wallet === null || typeof claims.sid !== 'string') throw unauthorized('the access token is not valid');
-  if (!(await checks.isSessionActive(claims.sid)))
+  if (!(await checks.isSessionActive(claims.sid, wallet)))
     throw unauthorized('the session of this access token was revoked or has expired; authorize again');
   return { kind: 'wallet', wallet, sessionId: claims.sid };
 }

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { type Selectable, type SqlBool, sql, type Transaction } from 'kysely';
+import { type QueryCreator, type Selectable, type SqlBool, sql, type Transaction } from 'kysely';
 import { type Address, getAddress, type Hex } from 'viem';
 import type { PaymentRail } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
 import { preparedQuery } from '../store/prepared-query.js';
 import type { Database, SettlementStatusColumn, SettlementsTable } from '../store/schema.js';
+import { selectActiveSession } from '../store/sessions.js';
 import { atomicCovering, PICO_PER_ATOMIC } from './money.js';
 
 export type SettlementStatus = SettlementStatusColumn;
@@ -79,31 +80,55 @@ export async function mayOwe(store: Store, wallet: Address): Promise<boolean> {
   return Boolean(row?.owed) || Boolean(row?.unfinished);
 }
 
-// Asked on every chat request.
+/** A record of the payer costing something and not claimed yet (partial index). */
+const selectOwedRecord = (db: QueryCreator<Database>, wallet: Address) =>
+  db
+    .selectFrom('usage_records')
+    .select('request_id')
+    .where('payer', '=', wallet)
+    .where('settlement_id', 'is', null)
+    .where(costsSomething('total_pico'));
+
+/** A settlement of the payer in flight (partial index). */
+const selectUnfinishedSettlement = (db: QueryCreator<Database>, wallet: Address) =>
+  db.selectFrom('settlements').select('id').where('payer', '=', wallet).where(isUnfinished('status'));
+
 const owedOrUnfinished = preparedQuery<{ wallet: Address }, { owed: SqlBool; unfinished: SqlBool }>(
   (db, parameter) =>
     db.selectNoFrom((eb) => [
-      eb
-        .exists(
-          eb
-            .selectFrom('usage_records')
-            .select('request_id')
-            .where('payer', '=', parameter('wallet'))
-            .where('settlement_id', 'is', null)
-            .where(costsSomething('total_pico')),
-        )
-        .as('owed'),
-      eb
-        .exists(
-          eb
-            .selectFrom('settlements')
-            .select('id')
-            .where('payer', '=', parameter('wallet'))
-            .where(isUnfinished('status')),
-        )
-        .as('unfinished'),
+      eb.exists(selectOwedRecord(db, parameter('wallet'))).as('owed'),
+      eb.exists(selectUnfinishedSettlement(db, parameter('wallet'))).as('unfinished'),
     ]),
 );
+
+// Asked on every chat request of the session rail, in one round trip.
+const activeAndOwing = preparedQuery<
+  { id: string; wallet: Address; now: bigint },
+  { active: SqlBool; owed: SqlBool; unfinished: SqlBool }
+>((db, parameter) => {
+  const wallet = parameter('wallet');
+  return db.selectNoFrom((eb) => [
+    eb.exists(selectActiveSession(db, { id: parameter('id'), wallet, now: parameter('now') })).as('active'),
+    eb.exists(selectOwedRecord(db, wallet)).as('owed'),
+    eb.exists(selectUnfinishedSettlement(db, wallet)).as('unfinished'),
+  ]);
+});
+
+/**
+ * Whether the session stands (auth's `isSessionActive`) and whether its payer may owe anything
+ * (`mayOwe`), from one statement: both are asked before every request the session rail forwards.
+ */
+export async function sessionStanding(
+  store: Store,
+  query: { sessionId: string; wallet: Address; now?: Date },
+): Promise<{ active: boolean; mayOwe: boolean }> {
+  const [row] = await activeAndOwing(store, {
+    id: query.sessionId,
+    wallet: getAddress(query.wallet),
+    now: BigInt((query.now ?? new Date()).getTime()),
+  });
+  return { active: Boolean(row?.active), mayOwe: Boolean(row?.owed) || Boolean(row?.unfinished) };
+}
 
 /**
  * Claims every unclaimed record of the payer into a new `pending` settlement and returns it, or

@@ -56,7 +56,7 @@ async function callerContext(
   try {
     const caller = await authenticateCaller(request, {
       adminToken,
-      isSessionActive: (sessionId) => isSessionActive(store, sessionId),
+      isSessionActive: (sessionId, wallet) => isSessionActive(store, sessionId, wallet),
     });
     return { store, caller };
   } catch (error) {

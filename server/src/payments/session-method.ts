@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Caller } from '../auth/jwt.js';
+import type { Caller, CallerChecks } from '../auth/jwt.js';
 import { formatUsdcAtomic } from '../billing/money.js';
-import { mayOwe } from '../billing/settlements.js';
+import { sessionStanding } from '../billing/settlements.js';
 import { ApiError } from '../http/errors.js';
 import type { AdmissionRequest } from '../services/chat-contracts.js';
 import type { PaymentMethod } from './gate.js';
@@ -19,8 +19,14 @@ export const SETTLEMENT_HEADERS = {
 } as const;
 
 export interface SessionMethodOptions extends OutboxDeps {
-  /** Verifies `Authorization: Bearer <jwt>` and its session (auth/jwt `authenticateAuthorization`). */
-  authenticate(authorization: string | undefined): Promise<Caller | null>;
+  /**
+   * Verifies `Authorization: Bearer <jwt>` (auth/jwt `authenticateAuthorization` with the app's
+   * JWT), asking `isSessionActive` whether its session stands.
+   */
+  authenticate(
+    authorization: string | undefined,
+    isSessionActive: CallerChecks['isSessionActive'],
+  ): Promise<Caller | null>;
   /** The operator's token is a bearer token too, but it pays for nothing. */
   adminToken?: string;
   /** A 402 carrying x402 requirements for what the payer owes (the x402 rail), when that rail is on. */
@@ -41,7 +47,13 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
     },
 
     async identify(request: AdmissionRequest) {
-      const caller = await options.authenticate(request.headers.authorization);
+      // The session and whether its payer may owe anything are read together: one round trip.
+      let mayOwe = true;
+      const caller = await options.authenticate(request.headers.authorization, async (sessionId, wallet) => {
+        const standing = await sessionStanding(options.store, { sessionId, wallet });
+        mayOwe = standing.mayOwe;
+        return standing.active;
+      });
       if (caller?.kind !== 'wallet')
         throw new ApiError(
           401,
@@ -53,7 +65,7 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
         );
       return {
         payer: caller.wallet,
-        owesNothing: async () => !(await mayOwe(options.store, caller.wallet)),
+        owesNothing: async () => !mayOwe,
         async settleDebt() {
           // Read only when something may be owed: `authenticate` found the session active already,
           // and sessions are never deleted, so a request owing nothing needs no second lookup.

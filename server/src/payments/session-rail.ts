@@ -1,4 +1,3 @@
-import type { Caller } from '../auth/jwt.js';
 import type { Settlement } from '../billing/settlements.js';
 import type { SessionTerms } from '../client/types.js';
 import type { GatewayConfig } from '../config.js';
@@ -10,15 +9,14 @@ import type { SessionPolicy } from './delegation-policy.js';
 import type { PaymentMethod } from './gate.js';
 import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile.js';
 import { createSessionAuthorizer, type SessionAuthorizer } from './session-authorization.js';
-import { sessionPaymentMethod } from './session-method.js';
+import { type SessionMethodOptions, sessionPaymentMethod } from './session-method.js';
 import { sessionTerms } from './session-terms.js';
 
 export interface SessionRailOptions {
   config: GatewayConfig;
   store: Store;
   chain: ChainClient;
-  /** Verifies a bearer header: auth/jwt `authenticateAuthorization` with the app's JWT. */
-  authenticate(authorization: string | undefined): Promise<Caller | null>;
+  authenticate: SessionMethodOptions['authenticate'];
   /** The x402 rail's 402 for a payer whose session cannot pay, when that rail is on. */
   demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
   log: CollectorOptions['log'];

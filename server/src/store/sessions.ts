@@ -1,6 +1,8 @@
+import type { QueryCreator } from 'kysely';
 import { type Address, getAddress, type Hex } from 'viem';
 import type { Store } from './database.js';
 import { preparedQuery } from './prepared-query.js';
+import type { Database } from './schema.js';
 
 /** A payer's authorization of the gateway's session key (an ERC-7710 delegation), as stored. */
 export interface NewSession {
@@ -43,19 +45,37 @@ export async function insertSession(store: Store, session: NewSession): Promise<
   });
 }
 
-// Asked on every chat request.
-const activeSession = preparedQuery<{ id: string; now: bigint }, { id: string }>((db, parameter) =>
-  db
+/** The session if it stands: exists for that wallet (checksummed), not revoked, not expired at `now` (ms). */
+export function selectActiveSession(
+  db: QueryCreator<Database>,
+  match: { id: string; wallet: Address; now: bigint },
+) {
+  return db
     .selectFrom('sessions')
     .select('id')
-    .where('id', '=', parameter('id'))
+    .where('id', '=', match.id)
+    .where('wallet', '=', match.wallet)
     .where('revoked_at', 'is', null)
-    .where('expires_at', '>', parameter('now')),
+    .where('expires_at', '>', match.now);
+}
+
+const activeSession = preparedQuery<{ id: string; wallet: Address; now: bigint }, { id: string }>(
+  (db, parameter) =>
+    selectActiveSession(db, { id: parameter('id'), wallet: parameter('wallet'), now: parameter('now') }),
 );
 
-/** Exists, not revoked, not expired. */
-export async function isSessionActive(store: Store, sessionId: string, now = new Date()): Promise<boolean> {
-  const rows = await activeSession(store, { id: sessionId, now: BigInt(now.getTime()) });
+/** Exists for that wallet, not revoked, not expired. */
+export async function isSessionActive(
+  store: Store,
+  sessionId: string,
+  wallet: Address,
+  now = new Date(),
+): Promise<boolean> {
+  const rows = await activeSession(store, {
+    id: sessionId,
+    wallet: getAddress(wallet),
+    now: BigInt(now.getTime()),
+  });
   return rows.length > 0;
 }
 

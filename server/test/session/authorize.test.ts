@@ -373,6 +373,29 @@ describe('DELETE /v1/authorize', () => {
     expect(again.status).toBe(401);
   });
 
+  test("a validly signed token pairing one wallet with another wallet's session is 401", async () => {
+    const owner = await newPayer(local, 0, { salt: 7 });
+    const session = await authorize(gateway, owner);
+    const other = await newPayer(local, 0, { salt: 8 });
+    // Signed with the gateway's own secret: only the pairing of subject and session is wrong.
+    const forged = gateway.app.jwt.sign({
+      sub: other.address,
+      sid: session.sessionId,
+      exp: Math.floor(Date.now() / 1000) + 3600,
+    });
+    const calls = anthropic.log.length;
+    const refused = await chat(openaiFor(gateway, forged)).catch((error: { status: number }) => error);
+    expect(refused.status).toBe(401);
+    expect(anthropic.log.length).toBe(calls);
+    const genuine = gateway.app.jwt.sign({
+      sub: owner.address,
+      sid: session.sessionId,
+      exp: Math.floor(Date.now() / 1000) + 3600,
+    });
+    anthropic.script({ text: 'ok', usage: { input_tokens: 1, output_tokens: 1 } });
+    expect((await chat(openaiFor(gateway, genuine))).status).toBe(200);
+  });
+
   test('an invalid token is 401, never 402', async () => {
     const refused = await chat(openaiFor(gateway, 'not-a-token')).catch((error: { status: number }) => error);
     expect(refused.status).toBe(401);
