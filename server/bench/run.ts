@@ -6,6 +6,8 @@
  * Payers are real smart accounts with real sessions (POST /v1/authorize). A load generator in its own
  * process (bench/load.ts) drives a fixed number of connections, one payer per connection:
  *   - the simulator directly, then the gateway, non-streaming: requests per second, latency p50/p99;
+ *   - for reference, a bare proxy on the gateway's HTTP stack (bench/bare-proxy.ts, same node flags):
+ *     the ceiling of any Node.js proxy on this machine, and what the gateway's features cost;
  *   - the same streaming: time to the first byte of the answer;
  *   - autocannon's requests per second on the same load;
  *   - one payer's sequential paid requests (each settles the previous one on chain) against
@@ -112,6 +114,12 @@ const oneAtATime = (target: Target, firstByte: boolean): Scenario =>
     connections: 1,
     seconds: Math.max(1, SECONDS / 2),
   }) as Scenario;
+
+/** The bare proxy's non-streaming load, and its CPU time per request. */
+interface Floor {
+  whole: LoadResult;
+  cpuMsPerRequest: number;
+}
 
 interface Measured {
   whole: LoadResult;
@@ -276,6 +284,23 @@ async function benchMode(
   }
 }
 
+/** The same non-streaming load through the bare proxy (bench/bare-proxy.ts), run as the gateway runs. */
+async function benchBareProxy(target: (stream: boolean) => Target): Promise<Floor> {
+  const proxy = startTs('bench/bare-proxy.ts', [target(false).url], {
+    env: SERVE.env,
+    nodeOptions: GATEWAY_NODE_OPTIONS,
+  });
+  try {
+    const { url } = await proxy.firstJson<{ url: string }>();
+    const pid = proxy.child.pid as number;
+    const cpuBefore = await cpuMilliseconds(pid);
+    const whole = await load(closedLoop({ ...target(false), url }, false));
+    return { whole, cpuMsPerRequest: ((await cpuMilliseconds(pid)) - cpuBefore) / whole.sent };
+  } finally {
+    await proxy.stop();
+  }
+}
+
 /** The gateway's own view of its heap, from /metrics (served to loopback callers). */
 async function heapOf(gatewayUrl: string): Promise<ModeResult['heap']> {
   const text = await (await fetch(`${gatewayUrl}/metrics`)).text();
@@ -307,17 +332,28 @@ function settledOnly(result: LoadResult): LatencySummary | undefined {
   };
 }
 
-function report(direct: Measured & { autocannon: LoadResult }, modes: ModeResult[]) {
+function report(direct: Measured & { autocannon: LoadResult }, floor: Floor, modes: ModeResult[]) {
   const rows: string[][] = [
-    ['', 'direct', ...modes.flatMap((m) => [`gateway ${m.mode}`, 'added', 'target'])],
+    ['', 'direct', 'bare proxy', ...modes.flatMap((m) => [`gateway ${m.mode}`, 'added', 'target'])],
   ];
-  const row = (label: string, directCell: string, cells: (m: ModeResult) => [string, string, string]) =>
-    rows.push([label, directCell, ...modes.flatMap(cells)]);
-  row('req/s, closed loop', direct.whole.requestsPerSecond.toFixed(0), (m) => [
-    m.whole.requestsPerSecond.toFixed(0),
-    '',
-    `>= ${TARGETS.requestsPerSecond} ${mark(m.whole.requestsPerSecond >= TARGETS.requestsPerSecond)}`,
-  ]);
+  const row = (
+    label: string,
+    directCell: string,
+    cells: (m: ModeResult) => [string, string, string],
+    floorCell = '',
+  ) => rows.push([label, directCell, floorCell, ...modes.flatMap(cells)]);
+  const floorLatency = (key: 'p50' | 'p99') =>
+    `${ms(floor.whole.latency?.[key] ?? Number.NaN)} (+${ms(added(floor.whole.latency, direct.whole.latency, key))})`;
+  row(
+    'req/s, closed loop',
+    direct.whole.requestsPerSecond.toFixed(0),
+    (m) => [
+      m.whole.requestsPerSecond.toFixed(0),
+      '',
+      `>= ${TARGETS.requestsPerSecond} ${mark(m.whole.requestsPerSecond >= TARGETS.requestsPerSecond)}`,
+    ],
+    floor.whole.requestsPerSecond.toFixed(0),
+  );
   row('req/s, autocannon', direct.autocannon.requestsPerSecond.toFixed(0), (m) => [
     m.autocannon.requestsPerSecond.toFixed(0),
     '',
@@ -325,10 +361,15 @@ function report(direct: Measured & { autocannon: LoadResult }, modes: ModeResult
   ]);
   for (const key of ['p50', 'p99'] as const) {
     const limit = key === 'p50' ? TARGETS.addedP50Ms : TARGETS.addedP99Ms;
-    row(`latency ${key} ms`, ms(direct.whole.latency?.[key] ?? Number.NaN), (m) => {
-      const extra = added(m.whole.latency, direct.whole.latency, key);
-      return [ms(m.whole.latency?.[key] ?? Number.NaN), ms(extra), `< ${limit} ${mark(extra < limit)}`];
-    });
+    row(
+      `latency ${key} ms`,
+      ms(direct.whole.latency?.[key] ?? Number.NaN),
+      (m) => {
+        const extra = added(m.whole.latency, direct.whole.latency, key);
+        return [ms(m.whole.latency?.[key] ?? Number.NaN), ms(extra), `< ${limit} ${mark(extra < limit)}`];
+      },
+      floorLatency(key),
+    );
   }
   for (const key of ['p50', 'p99'] as const)
     row(`first byte ${key} ms`, ms(direct.firstByte.latency?.[key] ?? Number.NaN), (m) => {
@@ -349,7 +390,12 @@ function report(direct: Measured & { autocannon: LoadResult }, modes: ModeResult
         ms(added(pick(m).latency, pick(direct).latency, key)),
         '',
       ]);
-  row('gateway CPU ms/request', '', (m) => [ms(m.cpuMsPerRequest), '', `<= 0.2 for 5000/s on a core`]);
+  row(
+    'CPU ms/request',
+    '',
+    (m) => [ms(m.cpuMsPerRequest), '', `<= 0.2 for 5000/s on a core`],
+    ms(floor.cpuMsPerRequest),
+  );
   const failures = (r: Measured) =>
     r.whole.failures + r.firstByte.failures + r.serialWhole.failures + r.serialFirstByte.failures;
   row('failed requests', String(failures(direct)), (m) => [
@@ -413,6 +459,8 @@ async function main() {
         seconds: SECONDS,
       }),
     };
+    console.error('[bare proxy] non-streaming');
+    const floor = await benchBareProxy(directTarget);
     const modes: ModeResult[] = [];
     const sqliteDir = mkdtempSync(join(tmpdir(), 'paygate-bench-db-'));
     try {
@@ -436,7 +484,7 @@ async function main() {
     }
 
     console.log('');
-    report(direct, modes);
+    report(direct, floor, modes);
     if (postgresNote) console.log(`\n${postgresNote}`);
     mkdirSync(RESULTS_DIR, { recursive: true });
     const file = join(RESULTS_DIR, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
@@ -459,6 +507,7 @@ async function main() {
           },
           targets: TARGETS,
           direct,
+          bareProxy: floor,
           modes: modes.map((m) => ({ ...m, paidSettled: settledOnly(m.paid) })),
           postgres: postgresNote ?? 'measured',
         },
