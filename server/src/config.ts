@@ -62,6 +62,11 @@ export interface ChainConfig {
    */
   delegationEnvironment?: SmartAccountsEnvironment;
   facilitatorUrl?: string;
+  /**
+   * How often a settlement waiting for its transaction asks the chain for a new block
+   * (CHAIN_POLL_INTERVAL_MS): a settlement ends up to this long after its block.
+   */
+  pollIntervalMs: number;
 }
 
 export interface LimitsConfig {
@@ -157,6 +162,12 @@ function readPaymentChain(read: EnvReader, chainId: number): ReconcileConfig['ch
   };
 }
 
+// Local chains (anvil, hardhat) mine every fraction of a second: polled often, a settlement
+// ends within a few milliseconds of its block. Elsewhere a quarter second: on Base's 2 s blocks,
+// eight block-number reads per settlement.
+const LOCAL_CHAIN_IDS = new Set([31337, 1337]);
+const defaultPollIntervalMs = (chainId: number) => (LOCAL_CHAIN_IDS.has(chainId) ? 10 : 250);
+
 export function loadConfig(env: Env = process.env): GatewayConfig {
   const read = new EnvReader(env);
   const chainId = read.integer('CHAIN_ID', 8453, 1);
@@ -189,6 +200,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       delegationManagerAddress: read.optionalAddress('DELEGATION_MANAGER_ADDRESS'),
       delegationEnvironment: read.delegationEnvironment('CHAIN_ENVIRONMENT_FILE'),
       facilitatorUrl: read.url('FACILITATOR_URL', ['http:', 'https:']),
+      pollIntervalMs: read.integer('CHAIN_POLL_INTERVAL_MS', defaultPollIntervalMs(chainId), 1, 60_000),
     },
     limits: {
       bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024),

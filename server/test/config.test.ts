@@ -38,6 +38,7 @@ describe('loadConfig', () => {
         chainId: 8453,
         usdcAddress: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
         treasuryAddress: getAddress(minimal.TREASURY_ADDRESS),
+        pollIntervalMs: 250,
       },
       limits: {
         bodyLimitBytes: 4 * 1024 * 1024,
@@ -49,6 +50,10 @@ describe('loadConfig', () => {
     });
     expect(config.redisUrl).toBeUndefined();
     expect(config.trustProxy).toBeUndefined();
+    // A local chain mines every fraction of a second: its blocks are looked for more often.
+    expect(
+      loadConfig({ ...minimal, CHAIN_ID: '31337', USDC_ADDRESS: minimal.TREASURY_ADDRESS }).chain,
+    ).toMatchObject({ pollIntervalMs: 10 });
   });
 
   test('reads every variable it is given', () => {
@@ -72,6 +77,7 @@ describe('loadConfig', () => {
       USDC_ADDRESS: '0x00000000000000000000000000000000000000bb',
       DELEGATION_MANAGER_ADDRESS: '0x00000000000000000000000000000000000000cc',
       FACILITATOR_URL: 'https://x402.example/facilitator',
+      CHAIN_POLL_INTERVAL_MS: '40',
       BODY_LIMIT_BYTES: '1024',
       RATE_LIMIT_MAX: '10',
       RATE_LIMIT_WINDOW_MS: '1000',
@@ -101,6 +107,7 @@ describe('loadConfig', () => {
         usdcAddress: getAddress('0x00000000000000000000000000000000000000bb'),
         delegationManagerAddress: getAddress('0x00000000000000000000000000000000000000cc'),
         facilitatorUrl: 'https://x402.example/facilitator',
+        pollIntervalMs: 40,
       },
       limits: {
         bodyLimitBytes: 1024,
@@ -168,6 +175,7 @@ describe('each invalid variable stops start-up with one message naming it', () =
       'must be a 0x-prefixed 20-byte address',
     ],
     ['FACILITATOR_URL', { FACILITATOR_URL: 'ws://f' }, 'must use http or https'],
+    ['CHAIN_POLL_INTERVAL_MS', { CHAIN_POLL_INTERVAL_MS: '0' }, 'must be between 1 and 60000'],
     ['BODY_LIMIT_BYTES', { BODY_LIMIT_BYTES: '1023' }, 'must be between 1024 and'],
     ['RATE_LIMIT_MAX', { RATE_LIMIT_MAX: '0' }, 'must be between 1 and'],
     ['RATE_LIMIT_WINDOW_MS', { RATE_LIMIT_WINDOW_MS: '1.5' }, 'must be a whole number, got "1.5"'],

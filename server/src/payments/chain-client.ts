@@ -42,17 +42,12 @@ export interface ChainClient {
   token(): Promise<TokenMetadata>;
 }
 
-// Local chains mine every fraction of a second; viem's default (4 s without a block time) would
-// add seconds to every settlement.
-const LOCAL_CHAIN_IDS = new Set([31337, 1337]);
-
 export interface ChainClientOptions {
   /** Serializes the relayer's sends; in this process when absent (one gateway sends from the key). */
   sendLock?: SendLock;
 }
 
 export function createChainClient(chain: ChainConfig, options: ChainClientOptions = {}): ChainClient {
-  const local = LOCAL_CHAIN_IDS.has(chain.chainId);
   const viemChain = defineChain({
     id: chain.chainId,
     name: `eip155:${chain.chainId}`,
@@ -63,7 +58,8 @@ export function createChainClient(chain: ChainConfig, options: ChainClientOption
   const publicClient = createPublicClient({
     chain: viemChain,
     transport,
-    pollingInterval: local ? 50 : 500,
+    // viem's default (4 s without a block time) would add seconds to every settlement.
+    pollingInterval: chain.pollIntervalMs,
     cacheTime: 0,
   });
   const usdc = getAddress(chain.usdcAddress);

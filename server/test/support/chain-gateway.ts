@@ -38,6 +38,7 @@ export function chainGatewayConfig(
       sessionKeyPrivateKey: local.accounts.gateway.privateKey,
       delegationEnvironment: local.environment,
       facilitatorUrl: options.facilitatorUrl,
+      pollIntervalMs: base.chain.pollIntervalMs,
     },
     limits: { ...base.limits, ...options.limits },
   });

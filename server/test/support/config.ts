@@ -20,6 +20,7 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
       usdcAddress: '0x0000000000000000000000000000000000000001',
       treasuryAddress: '0x0000000000000000000000000000000000000002',
       sessionKeyPrivateKey: '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d',
+      pollIntervalMs: 10,
       // Placeholders: tests that use a chain pass its real environment.
       delegationEnvironment: {
         DelegationManager: '0x0000000000000000000000000000000000000d01',
