@@ -199,7 +199,7 @@ export async function buildApp(
       .catch((error: unknown) => app.log.error({ err: error }, 'x402 settlement recovery failed'));
     sessionRail.collector.start();
   });
-  app.addHook('preClose', () => sessionRail.collector.stop());
+  app.addHook('preClose', () => sessionRail.stop());
   // The API speaks JSON only: anything else is 415, not a string that fails validation.
   app.removeContentTypeParser('text/plain');
 

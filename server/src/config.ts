@@ -34,6 +34,11 @@ export interface GatewayConfig {
   /** The model used when a chat request names none. */
   defaultModel: string;
   commissionBps: number;
+  /**
+   * SETTLE_ON_COMPLETION: settle a session payer's debt as soon as its request completes, in the
+   * background, instead of when its next request arrives (which then usually finds nothing owed).
+   */
+  settleOnCompletion: boolean;
   chain: ChainConfig;
   limits: LimitsConfig;
   /** Directory of the built dashboard; served at `/` when it exists. */
@@ -194,6 +199,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     modelsFile: read.optional('MODELS_FILE'),
     defaultModel: read.string('DEFAULT_MODEL', 'anthropic/claude-sonnet-4.5'),
     commissionBps: read.integer('COMMISSION_BPS', 1000, 0, 100_000),
+    settleOnCompletion: read.boolean('SETTLE_ON_COMPLETION', false),
     chain: {
       ...readPaymentChain(read, chainId),
       sessionKeyPrivateKey: read.privateKey('SESSION_KEY_PRIVATE_KEY'),
@@ -297,6 +303,14 @@ class EnvReader {
         throw new ConfigError(name, `must be true, false, or IP addresses/CIDRs, got "${entry.trim()}"`);
     }
     return raw;
+  }
+
+  boolean(name: string, fallback: boolean): boolean {
+    const raw = this.optional(name);
+    if (raw === undefined) return fallback;
+    if (raw === 'true') return true;
+    if (raw === 'false') return false;
+    throw new ConfigError(name, `must be true or false, got "${raw}"`);
   }
 
   oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {

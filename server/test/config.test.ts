@@ -30,6 +30,7 @@ describe('loadConfig', () => {
       logLevel: 'info',
       defaultModel: 'anthropic/claude-sonnet-4.5',
       commissionBps: 1000,
+      settleOnCompletion: false,
       providers: {
         anthropic: { baseUrl: 'https://api.anthropic.com' },
         google: { baseUrl: 'https://generativelanguage.googleapis.com' },
@@ -73,6 +74,7 @@ describe('loadConfig', () => {
       MODELS_FILE: '/etc/paygate/models.json',
       DEFAULT_MODEL: 'google/gemini-2.5-flash',
       COMMISSION_BPS: '0',
+      SETTLE_ON_COMPLETION: 'true',
       CHAIN_ID: '31337',
       USDC_ADDRESS: '0x00000000000000000000000000000000000000bb',
       DELEGATION_MANAGER_ADDRESS: '0x00000000000000000000000000000000000000cc',
@@ -102,6 +104,7 @@ describe('loadConfig', () => {
       modelsFile: '/etc/paygate/models.json',
       defaultModel: 'google/gemini-2.5-flash',
       commissionBps: 0,
+      settleOnCompletion: true,
       chain: {
         chainId: 31337,
         usdcAddress: getAddress('0x00000000000000000000000000000000000000bb'),
@@ -176,6 +179,7 @@ describe('each invalid variable stops start-up with one message naming it', () =
     ],
     ['FACILITATOR_URL', { FACILITATOR_URL: 'ws://f' }, 'must use http or https'],
     ['CHAIN_POLL_INTERVAL_MS', { CHAIN_POLL_INTERVAL_MS: '0' }, 'must be between 1 and 60000'],
+    ['SETTLE_ON_COMPLETION', { SETTLE_ON_COMPLETION: 'yes' }, 'must be true or false, got "yes"'],
     ['BODY_LIMIT_BYTES', { BODY_LIMIT_BYTES: '1023' }, 'must be between 1024 and'],
     ['RATE_LIMIT_MAX', { RATE_LIMIT_MAX: '0' }, 'must be between 1 and'],
     ['RATE_LIMIT_WINDOW_MS', { RATE_LIMIT_WINDOW_MS: '1.5' }, 'must be a whole number, got "1.5"'],

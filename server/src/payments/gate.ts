@@ -16,6 +16,8 @@ export interface IdentifiedPayer {
   settleDebt(): Promise<Record<string, string>>;
   /** See `Admission.owedHeaders`. */
   owedHeaders?(): Promise<Record<string, string>>;
+  /** See `Admission.recorded`. */
+  recorded?: Admission['recorded'];
   /**
    * A read-only check, made outside the payer's lock: true when the payer cannot owe anything (no
    * unpaid record costing something, no settlement in flight), so there is nothing to settle and
@@ -63,6 +65,7 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
           rail: method.rail,
           responseHeaders,
           owedHeaders: identified.owedHeaders,
+          recorded: identified.recorded,
           release,
         };
       } catch (error) {

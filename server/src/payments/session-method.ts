@@ -8,6 +8,7 @@ import type { PaymentMethod } from './gate.js';
 import type { OutboxDeps } from './outbox/reconcile.js';
 import { findSession } from './session-records.js';
 import { type SettledDebt, settleSessionDebt } from './session-settlement.js';
+import type { SettleOnCompletion } from './settle-on-completion.js';
 import { SettlementRefusedError, SettlementUnavailableError } from './settlement-errors.js';
 
 /** The response headers naming the settlement a request triggered (absent when nothing was owed). */
@@ -29,6 +30,8 @@ export interface SessionMethodOptions extends OutboxDeps {
   ): Promise<Caller | null>;
   /** The operator's token is a bearer token too, but it pays for nothing. */
   adminToken?: string;
+  /** Settles each paid request's debt as soon as it is recorded (SETTLE_ON_COMPLETION), when on. */
+  settleOnCompletion?: SettleOnCompletion;
   /** A 402 carrying x402 requirements for what the payer owes (the x402 rail), when that rail is on. */
   demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
 }
@@ -66,6 +69,9 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
       return {
         payer: caller.wallet,
         owesNothing: async () => !mayOwe,
+        recorded(cost) {
+          if (cost.totalPicoUsd !== '0') options.settleOnCompletion?.settle(caller.wallet, caller.sessionId);
+        },
         async settleDebt() {
           // Read only when something may be owed: `authenticate` found the session active already,
           // and sessions are never deleted, so a request owing nothing needs no second lookup.

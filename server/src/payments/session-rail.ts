@@ -11,6 +11,7 @@ import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile
 import { createSessionAuthorizer, type SessionAuthorizer } from './session-authorization.js';
 import { type SessionMethodOptions, sessionPaymentMethod } from './session-method.js';
 import { sessionTerms } from './session-terms.js';
+import { settleOnCompletion } from './settle-on-completion.js';
 
 export interface SessionRailOptions {
   config: GatewayConfig;
@@ -35,6 +36,8 @@ export interface SessionRail {
   knownTerms(): SessionTerms | undefined;
   /** Start-up: finishes every settlement a previous run left pending or sent. */
   recover(): Promise<Settlement[]>;
+  /** Shutdown: stops the collector and waits for the settlements under way in the background. */
+  stop(): Promise<void>;
 }
 
 export function createSessionRail(options: SessionRailOptions): SessionRail {
@@ -54,6 +57,17 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
     receiptTimeoutMs: config.limits.settlementTimeoutMs,
     metrics: options.metrics,
   };
+  const onCompletion = config.settleOnCompletion
+    ? settleOnCompletion({ ...outbox, withPayerLock: store.withPayerLock, log: options.log })
+    : undefined;
+  const collector = createCollector({
+    ...outbox,
+    withPayerLock: store.withPayerLock,
+    leadership: store.leadership('collector'),
+    idleMs: config.limits.collectorIdleMs,
+    intervalMs: config.limits.collectorIntervalMs,
+    log: options.log,
+  });
   let known: SessionTerms | undefined;
   const terms = async () => {
     known ??= await sessionTerms(chain, policy);
@@ -67,20 +81,18 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
       authenticate: options.authenticate,
       adminToken: config.adminToken,
       demandPayment: options.demandPayment,
+      settleOnCompletion: onCompletion,
     }),
-    collector: createCollector({
-      ...outbox,
-      withPayerLock: store.withPayerLock,
-      leadership: store.leadership('collector'),
-      idleMs: config.limits.collectorIdleMs,
-      intervalMs: config.limits.collectorIntervalMs,
-      log: options.log,
-    }),
+    collector,
     terms,
     knownTerms() {
       if (!known) terms().catch(() => undefined);
       return known;
     },
     recover: () => finishUnfinishedSettlements(outbox, store.withPayerLock),
+    async stop() {
+      await collector.stop();
+      await onCompletion?.drain();
+    },
   };
 }

@@ -32,6 +32,8 @@ export interface Admission {
    * next proof must carry). Only a whole answer gets them: a stream's headers left before its usage.
    */
   owedHeaders?(): Promise<Record<string, string>>;
+  /** Called once this request's usage is recorded, with its cost: the rail may start settling it. */
+  recorded?(cost: StatedCost): void;
   release(): void;
 }
 

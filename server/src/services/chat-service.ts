@@ -99,8 +99,9 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
   });
 
   const record = async (input: ChatInput, admission: Admission, usage: MeteredUsage): Promise<StatedCost> => {
+    let cost: StatedCost;
     try {
-      return await recorder.record({
+      cost = await recorder.record({
         requestId: input.requestId,
         payer: admission.payer,
         rail: admission.rail,
@@ -114,6 +115,8 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
       );
       throw new ApiError(500, 'internal_error', NOT_RECORDED);
     }
+    admission.recorded?.(cost);
+    return cost;
   };
 
   /** Streams the upstream's parts to the client; returns what ended it early, if anything did. */

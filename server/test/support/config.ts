@@ -14,6 +14,7 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
     },
     defaultModel: 'anthropic/claude-sonnet-4.5',
     commissionBps: 1000,
+    settleOnCompletion: false,
     chain: {
       rpcUrl: 'http://127.0.0.1:9',
       chainId: 31337,

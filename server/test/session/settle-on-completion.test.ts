@@ -1,0 +1,114 @@
+import type { Address } from 'viem';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
+import { createLocalChain, type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { debtOf } from '../../src/billing/ledger.js';
+import { settlementsOf } from '../../src/billing/settlements.js';
+import { openStore, type Store } from '../../src/store/database.js';
+import { type OrderingProbe, startOrderingProbe } from '../support/ordering-probe.js';
+import {
+  type AnthropicStep,
+  authorize,
+  type GatewayUnderTest,
+  newPayer,
+  openaiFor,
+  type Simulator,
+  sessionGatewayConfig,
+  startAnthropicSimulator,
+  startGateway,
+  temporaryDatabase,
+} from './harness.js';
+
+// SETTLE_ON_COMPLETION=true: a paid request's debt is settled as soon as its usage is recorded.
+let local: LocalChain;
+let anthropic: Simulator<AnthropicStep>;
+let database: ReturnType<typeof temporaryDatabase>;
+let probe: OrderingProbe;
+let probeStore: Store;
+let gateway: GatewayUnderTest;
+
+beforeAll(async () => {
+  [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
+  database = temporaryDatabase();
+  const config = sessionGatewayConfig(local, anthropic, { databaseUrl: database.url });
+  probeStore = openStore(database.url);
+  probe = await startOrderingProbe({
+    upstreamUrl: anthropic.url,
+    store: probeStore,
+    publicClient: local.publicClient,
+  });
+  gateway = await startGateway({
+    ...config,
+    settleOnCompletion: true,
+    providers: { ...config.providers, anthropic: { ...config.providers.anthropic, baseUrl: probe.url } },
+  });
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await probe?.close();
+  await probeStore?.close();
+  await Promise.all([anthropic?.close(), local?.stop()]);
+  database?.remove();
+});
+
+const confirmedAtomic = async (payer: Address) =>
+  (await settlementsOf(gateway.store, payer, { limit: 100 }))
+    .filter((settlement) => settlement.status === 'confirmed')
+    .reduce((sum, settlement) => sum + settlement.amountAtomic, 0n);
+
+describe('settling on completion', () => {
+  test('a paid request is settled on chain with no further request; the next one waits for a settlement in flight, then finds nothing owed', async () => {
+    const payer = await newPayer(local, 0, { salt: 40 });
+    const client = openaiFor(gateway, (await authorize(gateway, payer)).token);
+    const treasury = local.accounts.treasury.address;
+    const treasuryBefore = await usdcBalance(local, treasury);
+
+    const first = await probe.chat(client, payer.address);
+    expect(first.status).toBe(200);
+    expect(first.totalPicoUsd).toBeGreaterThan(0n);
+    expect(first.headers.get('x-settlement-tx')).toBeNull();
+    // Sent at once, while the first one's settlement is on its way: forwarded only once it is
+    // confirmed (the probe checks the ledger and the chain as the request reaches the provider).
+    expect((await probe.chat(client, payer.address)).status).toBe(200);
+
+    // Nothing more is sent: the second request's debt is settled anyway.
+    await vi.waitFor(
+      async () => expect((await debtOf(gateway.store, payer.address)).unpaidPicoUsd).toBe(0n),
+      {
+        timeout: 15_000,
+        interval: 100,
+      },
+    );
+    const paid = await confirmedAtomic(payer.address);
+    expect(paid).toBeGreaterThan(0n);
+    expect((await usdcBalance(local, treasury)) - treasuryBefore).toBe(paid);
+
+    // Nothing owed when it arrives: no settlement on its way in.
+    const third = await probe.chat(client, payer.address);
+    expect(third.status).toBe(200);
+    expect(third.headers.get('x-settlement-tx')).toBeNull();
+    expect(probe.violations).toEqual([]);
+  });
+
+  test('a settlement that fails in the background leaves the debt owed: the next request is refused with 402, not forwarded', async () => {
+    // An account holding no USDC: its first request is served (nothing was owed), its settlement cannot be paid.
+    const payer = await newPayer(local, 0, { salt: 41, fundUsdc: 0n });
+    const client = openaiFor(gateway, (await authorize(gateway, payer)).token);
+    const answered = await probe.chat(client, payer.address);
+    expect(answered.status).toBe(200);
+    await vi.waitFor(
+      async () => {
+        const [settlement] = await settlementsOf(gateway.store, payer.address, { limit: 1 });
+        expect(settlement?.status).toBe('failed');
+      },
+      { timeout: 15_000, interval: 100 },
+    );
+    expect((await debtOf(gateway.store, payer.address)).unpaidPicoUsd).toBe(answered.totalPicoUsd);
+
+    const forwarded = probe.forwarded();
+    const refused = await probe.chat(client, payer.address);
+    expect(refused).toMatchObject({ status: 402, code: 'payment_required' });
+    expect(probe.forwarded()).toBe(forwarded);
+    expect(probe.violations).toEqual([]);
+  });
+});
