@@ -8,10 +8,11 @@
  *   to the end of the body, or to its first byte (`firstByte`, for streams).
  * - `autocannon`: the same load through autocannon, for its requests per second.
  * - `sequential`: `count` requests one after the other (one payer's paid path), with the headers
- *   that say whether the request settled a debt first.
+ *   that say whether the request settled a debt first; `pauseMs` apart (a client's think time).
  */
 import autocannon from 'autocannon';
 import { Pool } from 'undici';
+import { type LatencySummary, summarize } from './latency.js';
 
 export interface Target {
   url: string;
@@ -32,16 +33,7 @@ export type Scenario =
       firstByte: boolean;
     }
   | { kind: 'autocannon'; target: Target; connections: number; seconds: number }
-  | { kind: 'sequential'; target: Target; count: number };
-
-export interface LatencySummary {
-  /** Milliseconds. */
-  p50: number;
-  p90: number;
-  p99: number;
-  max: number;
-  mean: number;
-}
+  | { kind: 'sequential'; target: Target; count: number; pauseMs?: number };
 
 export interface LoadResult {
   /** Requests measured (after the warm-up). */
@@ -55,13 +47,6 @@ export interface LoadResult {
   latency?: LatencySummary;
   /** sequential: each request's latency (ms) and whether it settled a debt (x-settlement-tx). */
   samples?: Array<{ ms: number; settled: boolean; status: number }>;
-}
-
-export function summarize(values: number[]): LatencySummary {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
-  const mean = sorted.reduce((sum, value) => sum + value, 0) / sorted.length;
-  return { p50: at(0.5), p90: at(0.9), p99: at(0.99), max: sorted.at(-1) ?? Number.NaN, mean };
 }
 
 function headersFor(target: Target, connection: number): Record<string, string> {
@@ -158,6 +143,7 @@ async function sequential(scenario: Extract<Scenario, { kind: 'sequential' }>): 
   const samples: NonNullable<LoadResult['samples']> = [];
   const statusCodes: Record<string, number> = {};
   for (let i = 0; i < scenario.count; i++) {
+    if (i > 0 && scenario.pauseMs) await new Promise((resolve) => setTimeout(resolve, scenario.pauseMs));
     const sent = performance.now();
     const res = await pool.request({ method: 'POST', path: target.path, headers, body: target.body });
     await res.body.text();

@@ -12,6 +12,8 @@
  *   - autocannon's requests per second on the same load;
  *   - one payer's sequential paid requests (each settles the previous one on chain) against
  *     sequential unpaid ones: the time a settlement adds.
+ *   - the same with SETTLE_ON_COMPLETION=true (each debt settled as soon as its request completes),
+ *     back to back and with a client's think time between requests (a gateway of its own, same database).
  * The "nothing owed" load uses a model priced at 0, so the JWT path runs in full (token, session,
  * debt check, usage record) while no settlement is due. Prints a table; writes bench-results/*.json.
  *
@@ -32,7 +34,8 @@ import type { Hex } from 'viem';
 import { createLocalChain, createPayerAccount, type LocalChain } from '../devkit/chain/index.js';
 import { authorizeWithSmartAccount } from '../src/client/index.js';
 import { createTestDatabase } from '../test/support/db.js';
-import type { LatencySummary, LoadResult, Scenario, Target } from './load.js';
+import { type LatencySummary, summarize } from './latency.js';
+import type { LoadResult, Scenario, Target } from './load.js';
 import {
   cpuMilliseconds,
   freePort,
@@ -60,6 +63,8 @@ const SERVE = serveCommand();
 const GATEWAY_NODE_OPTIONS =
   process.env.BENCH_GATEWAY_NODE_OPTIONS?.split(/\s+/).filter(Boolean) ?? SERVE.nodeOptions;
 const BLOCK_TIME_SECONDS = 0.2;
+/** A client's think time between two paid requests, in the settled-on-completion run: 1.5 blocks. */
+const PAUSE_MS = 300;
 
 const FREE_MODEL = 'anthropic/bench-free';
 const PAID_MODEL = 'anthropic/claude-sonnet-4.5';
@@ -85,6 +90,8 @@ interface ModeResult extends Measured {
   heap: { usedBytes: number; totalBytes: number };
   paid: LoadResult;
   unpaid: LoadResult;
+  /** The paid path with SETTLE_ON_COMPLETION=true (each debt settled once its request completes). */
+  onCompletion: { backToBack: LoadResult; paused: LoadResult };
 }
 
 const anthropicHeaders = {
@@ -152,6 +159,7 @@ async function startGateway(
   simulatorUrl: string,
   dir: string,
   databaseUrl: string,
+  extraEnv: Record<string, string> = {},
 ): Promise<{ url: string; process: TsProcess }> {
   const environmentFile = join(dir, 'chain-environment.json');
   writeFileSync(environmentFile, JSON.stringify({ environment: local.environment }));
@@ -174,6 +182,7 @@ async function startGateway(
     MODELS_FILE: writeCatalog(dir),
     // Rate limiting stays on, with a ceiling this load never reaches.
     RATE_LIMIT_MAX: '100000000',
+    ...extraEnv,
   };
   const options = {
     env,
@@ -223,17 +232,48 @@ async function benchMode(
   saltBase: number,
 ): Promise<ModeResult> {
   const dir = mkdtempSync(join(tmpdir(), `paygate-bench-${mode}-`));
-  const gateway = await startGateway(local, simulatorUrl, dir, databaseUrl);
+  try {
+    const measured = await measureGateway(
+      mode,
+      local,
+      await startGateway(local, simulatorUrl, dir, databaseUrl),
+      saltBase,
+    );
+    console.error(
+      `[${mode}] paid path settled on completion: ${PAID_REQUESTS} back to back, then ${PAUSE_MS} ms apart`,
+    );
+    const onCompletion = await measureSettleOnCompletion(
+      local,
+      await startGateway(local, simulatorUrl, dir, databaseUrl, { SETTLE_ON_COMPLETION: 'true' }),
+      saltBase + CONNECTIONS + 2,
+    );
+    return { ...measured, onCompletion };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const chatTarget =
+  (gatewayUrl: string) =>
+  (model: string, stream: boolean, payers: string[]): Target => ({
+    url: gatewayUrl,
+    path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: prompt, max_tokens: 16, stream }),
+    tokens: payers,
+  });
+
+/** The gateway as deployed by default: load with nothing owed, then the paid path settled on arrival. */
+async function measureGateway(
+  mode: ModeResult['mode'],
+  local: LocalChain,
+  gateway: { url: string; process: TsProcess },
+  saltBase: number,
+): Promise<Omit<ModeResult, 'onCompletion'>> {
   try {
     console.error(`[${mode}] gateway up at ${gateway.url}; authorizing ${CONNECTIONS + 2} payers`);
     const tokens = await authorizedTokens(local, gateway.url, CONNECTIONS + 2, saltBase);
-    const chat = (model: string, stream: boolean, payers: string[]): Target => ({
-      url: gateway.url,
-      path: '/v1/chat/completions',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model, messages: prompt, max_tokens: 16, stream }),
-      tokens: payers,
-    });
+    const chat = chatTarget(gateway.url);
     const perConnection = tokens.slice(0, CONNECTIONS);
     console.error(`[${mode}] non-streaming load`);
     const pid = gateway.process.child.pid as number;
@@ -280,7 +320,24 @@ async function benchMode(
     };
   } finally {
     await gateway.process.stop();
-    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** SETTLE_ON_COMPLETION=true: one payer's paid requests back to back, then with a client's think time. */
+async function measureSettleOnCompletion(
+  local: LocalChain,
+  gateway: { url: string; process: TsProcess },
+  saltBase: number,
+): Promise<ModeResult['onCompletion']> {
+  try {
+    const [token] = await authorizedTokens(local, gateway.url, 1, saltBase);
+    const target = chatTarget(gateway.url)(PAID_MODEL, false, [token as string]);
+    return {
+      backToBack: await load({ kind: 'sequential', target, count: PAID_REQUESTS }),
+      paused: await load({ kind: 'sequential', target, count: PAID_REQUESTS, pauseMs: PAUSE_MS }),
+    };
+  } finally {
+    await gateway.process.stop();
   }
 }
 
@@ -320,16 +377,16 @@ function settledOnly(result: LoadResult): LatencySummary | undefined {
   const settled = result.samples
     ?.filter((sample) => sample.settled && sample.status === 200)
     .map((sample) => sample.ms);
-  if (!settled?.length) return undefined;
-  const sorted = [...settled].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-  return {
-    p50: at(0.5),
-    p90: at(0.9),
-    p99: at(0.99),
-    max: sorted.at(-1) as number,
-    mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
-  };
+  return settled?.length ? summarize(settled) : undefined;
+}
+
+/** Every answered request after the first (which owed nothing), settled in it or before it. */
+function afterFirst(result: LoadResult): LatencySummary | undefined {
+  const answered = result.samples
+    ?.slice(1)
+    .filter((sample) => sample.status === 200)
+    .map((sample) => sample.ms);
+  return answered?.length ? summarize(answered) : undefined;
 }
 
 function report(direct: Measured & { autocannon: LoadResult }, floor: Floor, modes: ModeResult[]) {
@@ -423,6 +480,20 @@ function report(direct: Measured & { autocannon: LoadResult }, floor: Floor, mod
         key === 'p50' ? `<= ${TARGETS.paidAddedMs} ${mark(extra <= TARGETS.paidAddedMs)}` : '',
       ];
     });
+  for (const [label, pick] of [
+    ['paid, settled on completion, back to back', (m: ModeResult) => m.onCompletion.backToBack],
+    [`paid, settled on completion, ${PAUSE_MS} ms apart`, (m: ModeResult) => m.onCompletion.paused],
+  ] as const)
+    for (const key of ['p50', 'p99'] as const)
+      row(`${label} ${key} ms`, '', (m) => {
+        const paid = afterFirst(pick(m));
+        const extra = added(paid, m.unpaid.latency, key);
+        return [
+          ms(paid?.[key] ?? Number.NaN),
+          ms(extra),
+          key === 'p50' ? `<= ${TARGETS.paidAddedMs} ${mark(extra <= TARGETS.paidAddedMs)}` : '',
+        ];
+      });
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((cells) => (cells[column] ?? '').length)));
   for (const cells of rows)
     console.log(cells.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  '));
