@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { debtOf, findUsageRecord, recordUsages, UsageConflictError } from '../../src/billing/ledger.js';
@@ -40,6 +41,40 @@ describe.each(testDialects)('nothing owed, on %s', (dialect) => {
     store = await database.open();
   });
   afterAll(() => database.drop());
+
+  test("a settlement's records are found through an index that holds claimed records only", async () => {
+    const plan =
+      dialect === 'sqlite'
+        ? (
+            await sql<{
+              detail: string;
+            }>`explain query plan select request_id from usage_records where settlement_id = 'x'`.execute(
+              store.db,
+            )
+          ).rows.map((row) => row.detail)
+        : await store.db.transaction().execute(async (trx) => {
+            // A table this small is read whole anyway: asked whether the index can serve the query at all.
+            await sql`set local enable_seqscan = off`.execute(trx);
+            const rows = await sql<{
+              'QUERY PLAN': string;
+            }>`explain select request_id from usage_records where settlement_id = 'x'`.execute(trx);
+            return rows.rows.map((row) => row['QUERY PLAN']);
+          });
+    expect(plan.join('\n')).toContain('usage_records_settlement');
+    const definition =
+      dialect === 'sqlite'
+        ? await sql<{
+            text: string;
+          }>`select sql as text from sqlite_master where name = 'usage_records_settlement'`.execute(store.db)
+        : await sql<{
+            text: string;
+          }>`select indexdef as text from pg_indexes where indexname = 'usage_records_settlement' and schemaname = current_schema()`.execute(
+            store.db,
+          );
+    expect(definition.rows[0]?.text.toLowerCase().replace(/[()]/g, '')).toContain(
+      'where settlement_id is not null',
+    );
+  });
 
   test('records costing 0 open no settlement, owe nothing and make no idle debtor', async () => {
     const payer = newPayer();

@@ -3,6 +3,7 @@ import * as ledger from './0001-ledger.js';
 import * as settlementTransactions from './0002-settlement-transactions.js';
 import * as x402SettlementLookup from './0003-x402-settlement-lookup.js';
 import * as owedRecords from './0004-owed-records.js';
+import * as claimedRecordsIndex from './0005-claimed-records-index.js';
 
 /**
  * Every migration of the store, applied in name order. To add one: a new file
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '0002-settlement-transactions': settlementTransactions,
   '0003-x402-settlement-lookup': x402SettlementLookup,
   '0004-owed-records': owedRecords,
+  '0005-claimed-records-index': claimedRecordsIndex,
 };
