@@ -31,14 +31,20 @@ export function settleOnCompletion(options: SettleOnCompletionOptions): SettleOn
     settle(payer, sessionId) {
       if (queued.has(payer)) return;
       queued.add(payer);
-      const job = options
-        .withPayerLock(payer, async () => {
-          queued.delete(payer);
-          const session = await findSession(options.store, sessionId);
-          if (session) await settleSessionDebt(options, session);
-        })
+      let started = false;
+      // Begun after the answer is written: on SQLite the settlement's first steps run synchronously.
+      const job = new Promise<void>((resolve) => setImmediate(resolve))
+        .then(() =>
+          options.withPayerLock(payer, async () => {
+            started = true;
+            queued.delete(payer);
+            const session = await findSession(options.store, sessionId);
+            if (session) await settleSessionDebt(options, session);
+          }),
+        )
         .catch((error: unknown) => {
-          queued.delete(payer);
+          // Another settlement may have been queued since this one started: that one stays queued.
+          if (!started) queued.delete(payer);
           // Left owed: the payer's next request settles it (or answers 402), or the collector does.
           options.log.warn({ err: error, payer }, 'settling on completion failed; the debt stays owed');
         })
