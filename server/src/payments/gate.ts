@@ -22,6 +22,7 @@ export interface IdentifiedPayer {
    * A read-only check, made outside the payer's lock: true when the payer cannot owe anything (no
    * unpaid record costing something, no settlement in flight), so there is nothing to settle and
    * the lock is not taken. A record completing meanwhile is one the locked path could miss too.
+   * It may answer from a read made while identifying (the session rail reads it with the session).
    */
   owesNothing?(): Promise<boolean>;
 }
