@@ -57,6 +57,10 @@ export interface GatewayParts {
 /** How long a usage write waits out a database outage: the provider has served the request already. */
 const USAGE_WRITE_RETRY_MS = 10_000;
 
+/** Log lines are written in chunks of about this size, and at least every LOG_FLUSH_MS. */
+const LOG_BUFFER_BYTES = 4096;
+const LOG_FLUSH_MS = 200;
+
 /** A caller's own trace id, kept beside ours in logs and echoed when it is a plain token. */
 const CLIENT_REQUEST_ID = /^[\w.:-]{1,128}$/;
 
@@ -155,9 +159,15 @@ export async function buildApp(
     logger: {
       level: config.logLevel,
       redact: ['req.headers.authorization', 'req.headers["payment-signature"]', 'req.headers["x-payment"]'],
-      // Written off the event loop (flushed at exit): a synchronous write per request line cost
-      // the hot path more than any query. The ledger, not the log, is what must survive a crash.
-      stream: pino.destination({ dest: 1, sync: false }),
+      // Written off the event loop, a few kilobytes at a time and at least every LOG_FLUSH_MS
+      // (and at exit): a write per request line cost the hot path more than any query. The
+      // ledger, not the log, is what must survive a crash.
+      stream: pino.destination({
+        dest: 1,
+        sync: false,
+        minLength: LOG_BUFFER_BYTES,
+        periodicFlush: LOG_FLUSH_MS,
+      }),
     },
     bodyLimit: config.limits.bodyLimitBytes,
     trustProxy: config.trustProxy,

@@ -36,8 +36,14 @@ export async function installJwt(app: FastifyInstance, secret: string): Promise<
   });
 }
 
+/** A verified token's claims, and the checksummed wallet its subject names (null: not an address). */
+interface VerifiedToken {
+  claims: AccessClaims;
+  wallet: Address | null;
+}
+
 /** Tokens verified lately, by their exact text. Bounded: started over when full. */
-const verifiedTokens = new WeakMap<JWT, Map<string, AccessClaims>>();
+const verifiedTokens = new WeakMap<JWT, Map<string, VerifiedToken>>();
 const MAX_VERIFIED_TOKENS = 10_000;
 
 /**
@@ -45,20 +51,21 @@ const MAX_VERIFIED_TOKENS = 10_000;
  * request reads its token twice (rate-limit key, then the gate) and a client reuses it for many
  * requests, so a verified token is remembered until its `exp`; only valid tokens are remembered.
  */
-function verifiedClaims(jwt: JWT, token: string): AccessClaims {
+function verifiedToken(jwt: JWT, token: string): VerifiedToken {
   let verified = verifiedTokens.get(jwt);
   if (!verified) {
     verified = new Map();
     verifiedTokens.set(jwt, verified);
   }
   const known = verified.get(token);
-  if (known && known.exp * 1000 > Date.now()) return known;
+  if (known && known.claims.exp * 1000 > Date.now()) return known;
   const claims = jwt.verify<AccessClaims>(token);
+  const checked = { claims, wallet: walletOfClaims(claims) };
   if (typeof claims.exp === 'number') {
     if (verified.size >= MAX_VERIFIED_TOKENS) verified.clear();
-    verified.set(token, claims);
+    verified.set(token, checked);
   }
-  return claims;
+  return checked;
 }
 
 /** An access token for a session: subject the checksummed wallet, expiring with the session. */
@@ -95,16 +102,16 @@ export async function authenticateAuthorization(
   if (token === undefined) throw unauthorized('send the token as "Authorization: Bearer <token>"');
   if (checks.adminToken !== undefined && sameSecret(token, checks.adminToken)) return { kind: 'admin' };
 
-  let claims: AccessClaims;
+  let verified: VerifiedToken;
   try {
-    claims = verifiedClaims(jwt, token);
+    verified = verifiedToken(jwt, token);
   } catch (error) {
     const expired = (error as { code?: string }).code === 'FAST_JWT_EXPIRED';
     throw unauthorized(
       expired ? 'the access token has expired; authorize again' : 'the access token is not valid',
     );
   }
-  const wallet = walletOfClaims(claims);
+  const { claims, wallet } = verified;
   if (wallet === null || typeof claims.sid !== 'string') throw unauthorized('the access token is not valid');
   if (!(await checks.isSessionActive(claims.sid, wallet)))
     throw unauthorized('the session of this access token was revoked or has expired; authorize again');
@@ -119,7 +126,7 @@ export function walletOfToken(jwt: JWT, header: string | undefined): Address | n
   const token = header === undefined ? undefined : bearerToken(header);
   if (token === undefined) return null;
   try {
-    return walletOfClaims(verifiedClaims(jwt, token));
+    return verifiedToken(jwt, token).wallet;
   } catch {
     return null;
   }
