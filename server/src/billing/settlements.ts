@@ -28,7 +28,10 @@ export interface Settlement {
   creditBeforePicoUsd: bigint;
   /** The rounding excess, credited to the payer's next settlement once this one is confirmed. */
   carriedPicoUsd: bigint;
+  /** The transaction sent last; once confirmed, the one mined. */
   txHash: Hex | null;
+  /** Transactions `txHash` replaced with higher fees, under the same nonce, oldest first. */
+  replacedTxHashes: Hex[];
   blockNumber: bigint | null;
   failureReason: string | null;
   createdAt: Date;
@@ -253,6 +256,34 @@ export async function markSettlementSent(
   return unchangedOrThrow(store, id, 'sent', (s) => s.status === 'confirmed' && s.txHash === txHash);
 }
 
+/**
+ * A sent settlement's transaction replaced by `tx` (the same nonce, higher fees): recorded before it
+ * is broadcast, the replaced hash kept, since either transaction may be the one mined. Throws
+ * SettlementStateError when the settlement no longer waits on `replaced`.
+ */
+export async function replaceSettlementTransaction(
+  store: Store,
+  id: string,
+  replaced: Hex,
+  tx: { hash: Hex; raw: Hex },
+): Promise<Settlement> {
+  const row = await store.db
+    .updateTable('settlements')
+    .set({
+      tx_hash: tx.hash,
+      tx_raw: tx.raw,
+      replaced_tx_hashes: sql<string>`coalesce(${sql.ref('replaced_tx_hashes')} || ',', '') || ${replaced}`,
+      updated_at: Date.now(),
+    })
+    .where('id', '=', id)
+    .where('status', '=', 'sent')
+    .where('tx_hash', '=', replaced)
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) throw new SettlementStateError(`settlement ${id} no longer waits on ${replaced}`);
+  return toSettlement(row);
+}
+
 /** The transaction is final: the records are paid and the rounding excess becomes the payer's credit. */
 export async function confirmSettlement(
   store: Store,
@@ -435,6 +466,7 @@ export function toSettlement(row: Selectable<SettlementsTable>): Settlement {
     creditBeforePicoUsd: row.credit_before_pico,
     carriedPicoUsd: row.carried_pico,
     txHash: row.tx_hash,
+    replacedTxHashes: row.replaced_tx_hashes ? (row.replaced_tx_hashes.split(',') as Hex[]) : [],
     blockNumber: row.block_number,
     failureReason: row.failure_reason,
     createdAt: new Date(Number(row.created_at)),

@@ -16,6 +16,8 @@ export type SettlementOutcome =
 export interface SettlementMetrics {
   /** One settlement attempt of a payer's debt ended; `seconds` from opening it to its outcome. */
   settled(rail: PaymentRail, outcome: SettlementOutcome, seconds: number): void;
+  /** A settlement's transaction, waiting in the pool below the market's fees, was replaced with higher ones. */
+  replaced(rail: PaymentRail): void;
 }
 
 /** Why an upstream call failed, as `paygate_provider_errors_total{reason}` counts it. */
@@ -130,6 +132,13 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     registers,
   });
 
+  const replacements = new Counter({
+    name: 'paygate_settlement_replacements_total',
+    help: 'Settlement transactions replaced with higher fees after waiting in the pool below the market, by rail',
+    labelNames: ['rail'] as const,
+    registers,
+  });
+
   if (options.ledger) {
     const read = options.ledger;
     // One ledger read per scrape feeds both gauges; prom-client collects them one after the other.
@@ -188,6 +197,9 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     settled(rail, outcome, seconds) {
       settlements.inc({ rail, status: outcome });
       if (outcome === 'confirmed') settlementDuration.observe({ rail }, seconds);
+    },
+    replaced(rail) {
+      replacements.inc({ rail });
     },
   };
 }

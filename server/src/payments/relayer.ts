@@ -6,6 +6,7 @@ import {
   keccak256,
   type PrivateKeyAccount,
   type PublicClient,
+  parseTransaction,
   type TransactionReceipt,
   type WaitForTransactionReceiptParameters,
 } from 'viem';
@@ -47,6 +48,15 @@ export interface Relayer {
    * Throws `BroadcastError` when the node refused or may not have received the transaction.
    */
   submit(call: RelayerCall, record: (tx: SignedTransaction) => Promise<void>): Promise<SignedTransaction>;
+  /**
+   * Signs `raw` again under its own nonce with `fees` (a replacement, mined instead of it), hands it
+   * to `record` and only then broadcasts it. Throws `BroadcastError` as `submit` does.
+   */
+  replace(
+    raw: Hex,
+    fees: TransactionFees,
+    record: (tx: SignedTransaction) => Promise<void>,
+  ): Promise<SignedTransaction>;
   /** Broadcasts an already signed transaction again (recovery). Resolves when the node holds or mined it. */
   rebroadcast(raw: Hex): Promise<void>;
   /**
@@ -56,6 +66,33 @@ export interface Relayer {
    * would leave a gap that nothing is mined behind. Harmless when it lost nothing.
    */
   waitForReceipt(args: WaitForTransactionReceiptParameters): Promise<TransactionReceipt>;
+}
+
+/** EIP-1559 fees: what a transaction offers per gas, in wei. */
+export interface TransactionFees {
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+}
+
+/**
+ * The fees a replacement of a transaction offering `offered` needs when the market asks `market`:
+ * null while the market asks no more than it offers (a replacement would not be mined sooner). Else
+ * each fee is the market's, and at least an eighth above the offer: nodes accept a replacement only
+ * with both fees raised (geth: by a tenth).
+ */
+export function replacementFees(offered: TransactionFees, market: TransactionFees): TransactionFees | null {
+  if (
+    market.maxFeePerGas <= offered.maxFeePerGas &&
+    market.maxPriorityFeePerGas <= offered.maxPriorityFeePerGas
+  )
+    return null;
+  const raised = (fee: bigint) => fee + fee / 8n + 1n;
+  const max = (a: bigint, b: bigint) => (a > b ? a : b);
+  const maxPriorityFeePerGas = max(market.maxPriorityFeePerGas, raised(offered.maxPriorityFeePerGas));
+  return {
+    maxFeePerGas: max(max(market.maxFeePerGas, raised(offered.maxFeePerGas)), maxPriorityFeePerGas),
+    maxPriorityFeePerGas,
+  };
 }
 
 /** A refused nonce means another transaction took it: sign again with the next one, a few times. */
@@ -132,6 +169,29 @@ export function createRelayer(
           nextNonce = undefined;
           throw error;
         }
+        return signed;
+      });
+    },
+
+    async replace(raw, fees, record) {
+      const sent = parseTransaction(raw);
+      if (sent.type !== 'eip1559' || !sent.to || sent.nonce === undefined || sent.gas === undefined)
+        throw new Error('only an EIP-1559 transaction this relayer signed can be replaced');
+      const { nonce, to, data, gas, value } = sent;
+      return lock.run(account.address, async () => {
+        const replacement = await account.signTransaction({
+          type: 'eip1559',
+          chainId,
+          nonce,
+          to,
+          data,
+          gas,
+          value,
+          ...fees,
+        });
+        const signed = { raw: replacement, hash: keccak256(replacement), nonce };
+        await record(signed);
+        await broadcast(replacement);
         return signed;
       });
     },

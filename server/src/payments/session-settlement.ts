@@ -1,4 +1,4 @@
-import { type Address, encodeFunctionData, erc20Abi, type Hash, type Hex } from 'viem';
+import { type Address, BaseError, encodeFunctionData, erc20Abi, type Hash, type Hex } from 'viem';
 import {
   failSettlement,
   markSettlementSent,
@@ -76,7 +76,10 @@ async function openAfterUnfinished(deps: OutboxDeps, payer: Address): Promise<Se
       throw new SettlementUnavailableError(
         `an ${unfinished.rail} payment of this payer is being settled; retry shortly`,
       );
-    const finished = await reconcileSettlement(deps, unfinished.id);
+    // A node that cannot be reached leaves it unfinished: the payer is told to retry, as when sending.
+    const finished = await reconcileSettlement(deps, unfinished.id).catch((error: unknown) => {
+      throw error instanceof BaseError ? unavailable(error) : error;
+    });
     if (finished.status === 'sent')
       throw new SettlementUnavailableError(
         `the previous settlement ${finished.txHash} of this payer is not confirmed yet; retry shortly`,

@@ -75,6 +75,8 @@ export interface SettlementsTable {
   tx_hash: Hex | null;
   /** Session rail: the signed transaction, stored before it is broadcast (rebroadcast on recovery). */
   tx_raw: Hex | null;
+  /** Hashes of the transactions `tx_raw` replaced (same nonce, lower fees), oldest first, comma-separated. */
+  replaced_tx_hashes: string | null;
   block_number: NullableInt;
   failure_reason: string | null;
   created_at: Millis;

@@ -46,6 +46,15 @@ test('RPC stalls right after the broadcast: 503, then the mined payment is recog
   }
   expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
   expect(probe.forwarded()).toBe(forwarded);
+  // While the node cannot be reached, the settlement in flight cannot be looked up: 503 again.
+  rpc.down();
+  try {
+    const unreachable = await probe.chat(payer.client(), payer.address);
+    expect(`${unreachable.status} ${unreachable.code}`).toBe('503 payments_unavailable');
+  } finally {
+    rpc.pass();
+  }
+  expect(probe.forwarded()).toBe(forwarded);
 
   const served = await probe.chat(payer.client(), payer.address);
   expect(served.status).toBe(200);

@@ -10,6 +10,7 @@ import {
   listUnfinishedSettlements,
   markSettlementSent,
   openSettlement,
+  replaceSettlementTransaction,
   SettlementInProgressError,
   SettlementStateError,
   settlementsOf,
@@ -261,6 +262,35 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
     expect(retry).toMatchObject({ amountAtomic: 10n, recordCount: 2, creditBeforePicoUsd: 500_000n });
     await confirmSettlement(store, retry!.id, { txHash: txHash(6) });
     expect((await debtOf(store, payer)).creditPicoUsd).toBe(499_999n);
+  });
+
+  test('a sent settlement replaced twice keeps every replaced hash; it is confirmed by whichever was mined', async () => {
+    const payer = newPayer();
+    await record(store, payer, 3_000_000n);
+    const opened = await openSettlement(store, payer, 'session');
+    await markSettlementSent(store, opened!.id, txHash(11));
+    const raw = (n: number) => `0x02${n.toString(16).padStart(8, '0')}` as const;
+    const once = await replaceSettlementTransaction(store, opened!.id, txHash(11), {
+      hash: txHash(12),
+      raw: raw(12),
+    });
+    expect(once).toMatchObject({ status: 'sent', txHash: txHash(12), replacedTxHashes: [txHash(11)] });
+    // Only the transaction the settlement waits on now can be replaced: a stale look changes nothing.
+    await expect(
+      replaceSettlementTransaction(store, opened!.id, txHash(11), { hash: txHash(13), raw: raw(13) }),
+    ).rejects.toBeInstanceOf(SettlementStateError);
+    const twice = await replaceSettlementTransaction(store, opened!.id, txHash(12), {
+      hash: txHash(14),
+      raw: raw(14),
+    });
+    expect(twice).toMatchObject({ txHash: txHash(14), replacedTxHashes: [txHash(11), txHash(12)] });
+    // The first one was mined after all: the settlement names it.
+    const confirmed = await confirmSettlement(store, opened!.id, { txHash: txHash(11), blockNumber: 7n });
+    expect(confirmed).toMatchObject({ status: 'confirmed', txHash: txHash(11) });
+    expect((await debtOf(store, payer)).owedAtomic).toBe(0n);
+    await expect(
+      replaceSettlementTransaction(store, opened!.id, txHash(11), { hash: txHash(15), raw: raw(15) }),
+    ).rejects.toBeInstanceOf(SettlementStateError);
   });
 
   test('unknown settlements are refused', async () => {

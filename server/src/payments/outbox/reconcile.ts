@@ -12,13 +12,15 @@ import {
   failSettlement,
   findSettlement,
   listUnfinishedSettlements,
+  replaceSettlementTransaction,
   type Settlement,
+  SettlementStateError,
 } from '../../billing/settlements.js';
 import type { SettlementMetrics } from '../../observability/index.js';
 import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import type { ChainClient } from '../chain-client.js';
-import { BroadcastError } from '../relayer.js';
+import { BroadcastError, replacementFees } from '../relayer.js';
 
 export interface OutboxDeps {
   store: Store;
@@ -53,10 +55,10 @@ export async function reconcileSettlement(deps: OutboxDeps, id: string): Promise
   if (settlement.status === 'pending' || !settlement.txHash)
     return failSettlement(store, id, OUTBOX_FAILURES.neverSent);
 
-  const raw = await signedTransactionOf(store, id);
-  const hash = settlement.txHash;
-  const receipt = (await receiptOf(deps.chain, hash)) ?? (await awaitIfKnown(deps, hash, raw));
-  if (receipt === 'in-flight') return settlement;
+  const sent = { settlement, raw: await signedTransactionOf(store, id) };
+  const receipt =
+    (await receiptOfAny(deps.chain, sentHashes(settlement))) ?? (await awaitIfKnown(deps, sent));
+  if (receipt === 'in-flight') return (await findSettlement(store, id)) ?? settlement;
   if (receipt) return settleFromReceipt(store, id, receipt);
   return failSettlement(store, id, OUTBOX_FAILURES.replaced);
 }
@@ -115,34 +117,99 @@ export async function awaitReceipt(
   }
 }
 
+/** A settlement's transaction as sent: the settlement (its hashes, its last change) and the signed transaction. */
+export interface SentSettlement {
+  settlement: Settlement;
+  /** The signed transaction sent last; null when the gateway did not sign it. */
+  raw: Hex | null;
+}
+
+/** Every transaction sent for the settlement under its nonce, the current one first: at most one is mined. */
+export function sentHashes(settlement: Settlement): Hash[] {
+  return settlement.txHash ? [settlement.txHash, ...settlement.replacedTxHashes.toReversed()] : [];
+}
+
 /**
- * A sent transaction not mined yet: waits for it while the node holds it, else broadcasts the signed
- * transaction again. Null once it never can be mined (its nonce is used by another transaction).
+ * A sent transaction not mined yet: replaced with higher fees once it waited a receipt timeout and
+ * the market asks more than it offers; waited for while the node holds it; else broadcast again.
+ * Null once it never can be mined: its nonce is used, and by none of the settlement's transactions.
  */
 export async function awaitIfKnown(
   deps: OutboxDeps,
-  hash: Hash,
-  raw: Hex | null,
+  sent: SentSettlement,
 ): Promise<TransactionReceipt | 'in-flight' | null> {
   const { chain } = deps;
+  const { settlement, raw } = sent;
+  const hashes = sentHashes(settlement);
+  const [hash] = hashes;
+  if (!hash) return null;
+  // Sent by a remote facilitator: only the node's pool can tell.
+  if (!raw) return (await isPending(chain, hash)) ? awaitReceipt(deps, hash) : 'in-flight';
+  const { nonce } = parseTransaction(raw);
+  const nonceUsed = async () =>
+    nonce !== undefined &&
+    (await chain.publicClient.getTransactionCount({ address: chain.relayer.address, blockTag: 'latest' })) >
+      nonce;
+  // Its nonce is taken: by one of its transactions (mined since the first look) or by another.
+  if (await nonceUsed()) return receiptOfAny(chain, hashes);
+  // Not mined within a receipt timeout: replaced when the market asks more than it offers (nodes
+  // differ in whether they show a transaction priced below the base fee, so the pool is not asked).
+  if (Date.now() - settlement.updatedAt.getTime() >= deps.receiptTimeoutMs) {
+    const awaited = await replaceIfUnderpriced(deps, settlement, hash, raw);
+    if (awaited !== hash) return awaited ? awaitReceipt(deps, awaited) : 'in-flight';
+  }
   if (await isPending(chain, hash)) return awaitReceipt(deps, hash);
   // Not mined and not in the pool: only the stored transaction itself can still pay it.
-  if (!raw) return 'in-flight';
-  const { nonce } = parseTransaction(raw);
-  const used = await chain.publicClient.getTransactionCount({
-    address: chain.relayer.address,
-    blockTag: 'latest',
-  });
-  // Its nonce is taken: by this very transaction (mined since the first look) or by another.
-  if (nonce !== undefined && used > nonce) return receiptOf(chain, hash);
   try {
     await chain.relayer.rebroadcast(raw);
   } catch (error) {
-    if (error instanceof BroadcastError && error.kind === 'nonce') return receiptOf(chain, hash);
+    // Refused for its nonce: mined meanwhile, or an earlier transaction of the settlement still waits.
+    if (error instanceof BroadcastError && error.kind === 'nonce')
+      return (await nonceUsed()) ? receiptOfAny(chain, hashes) : 'in-flight';
     if (error instanceof BroadcastError) return 'in-flight';
     throw error;
   }
   return awaitReceipt(deps, hash);
+}
+
+/**
+ * Replaces a transaction not mined yet when the market asks more than it offers: recorded, then
+ * broadcast. Resolves with the hash to wait for (the replacement, or `hash` when none was
+ * needed), or null when the replacement could not be sent now (the next look decides).
+ */
+async function replaceIfUnderpriced(
+  deps: OutboxDeps,
+  settlement: Settlement,
+  hash: Hash,
+  raw: Hex,
+): Promise<Hash | null> {
+  const { chain, store } = deps;
+  const offered = parseTransaction(raw);
+  if (offered.maxFeePerGas === undefined || offered.maxPriorityFeePerGas === undefined) return hash;
+  const fees = replacementFees(
+    { maxFeePerGas: offered.maxFeePerGas, maxPriorityFeePerGas: offered.maxPriorityFeePerGas },
+    await chain.publicClient.estimateFeesPerGas(),
+  );
+  if (!fees) return hash;
+  try {
+    const replacement = await chain.relayer.replace(raw, fees, async (tx) => {
+      await replaceSettlementTransaction(store, settlement.id, hash, tx);
+    });
+    deps.metrics?.replaced(settlement.rail);
+    return replacement.hash;
+  } catch (error) {
+    if (error instanceof BroadcastError || error instanceof SettlementStateError) return null;
+    throw error;
+  }
+}
+
+/** The receipt of whichever of `hashes` was mined, or null. */
+async function receiptOfAny(chain: ChainClient, hashes: Hash[]): Promise<TransactionReceipt | null> {
+  for (const hash of hashes) {
+    const receipt = await receiptOf(chain, hash);
+    if (receipt) return receipt;
+  }
+  return null;
 }
 
 async function receiptOf(chain: ChainClient, hash: Hash): Promise<TransactionReceipt | null> {

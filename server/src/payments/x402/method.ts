@@ -1,5 +1,5 @@
 import type { SettleResponse, VerifyResponse } from '@x402/core/types';
-import type { Address, Hash } from 'viem';
+import { type Address, BaseError, type Hash } from 'viem';
 import { debtOf } from '../../billing/ledger.js';
 import {
   confirmSettlement,
@@ -22,7 +22,11 @@ import type { OutboxDeps } from '../outbox/reconcile.js';
 import { isAuthorizationSeen, markAuthorizationUsed, recordAuthorization } from './authorizations.js';
 import type { PaymentFacilitator } from './facilitator.js';
 import { carriesProof, facilitatorInput, type PaymentProof, proofMismatch, readProof } from './proof.js';
-import { finishUnfinishedX402Settlements, reconcileX402Settlement } from './reconcile.js';
+import {
+  finishUnfinishedX402Settlements,
+  type ReconcileOutcome,
+  reconcileX402Settlement,
+} from './reconcile.js';
 import { type PaymentDemand, paymentRequiredError, settlementHeaders, type X402Terms } from './terms.js';
 
 /** The response header stating, in USDC atomic units, what the payer's next proof must carry. */
@@ -60,6 +64,12 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
   const { store, chain, facilitator } = options;
   const maxTimeoutSeconds = options.maxTimeoutSeconds ?? DEFAULT_MAX_TIMEOUT_SECONDS;
   const outbox: OutboxDeps = { store, chain, receiptTimeoutMs: options.receiptTimeoutMs };
+  /** What the chain says of a settlement; a node that cannot be reached leaves it pending (503, retry). */
+  const reconcile = (settlement: Settlement) =>
+    reconcileX402Settlement(outbox, settlement).catch((error: unknown): ReconcileOutcome => {
+      if (error instanceof BaseError) return 'pending';
+      throw error;
+    });
 
   const termsOf = async (): Promise<X402Terms> => {
     let token: Awaited<ReturnType<ChainClient['token']>>;
@@ -169,7 +179,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       await failSettlement(store, settlement.id, failure);
       throw refuse(failure, owed, result);
     }
-    const outcome = await reconcileX402Settlement(outbox, current);
+    const outcome = await reconcile(current);
     if (outcome === 'failed') throw refuse(failure, owed, result);
     if (outcome === 'pending') throw settlementPending();
     const confirmed = (await findSettlement(store, settlement.id)) as Settlement;
@@ -189,7 +199,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     const [latest] = await settlementsOf(store, payer, { limit: 1 });
     if (!latest || (latest.status !== 'pending' && latest.status !== 'sent')) return;
     if (latest.rail !== 'x402') throw settlementInProgress();
-    if ((await reconcileX402Settlement(outbox, latest)) === 'pending') throw settlementPending();
+    if ((await reconcile(latest)) === 'pending') throw settlementPending();
   };
 
   const method: PaymentMethod = {

@@ -72,7 +72,7 @@ export async function reconcileX402Settlement(
     return finish(store, settlement.id, () =>
       failSettlement(store, settlement.id, 'the payment authorization expired without being used'),
     );
-  return settlement.txHash ? resendIfLost(deps, settlement.id, settlement.txHash) : 'pending';
+  return settlement.txHash ? resendIfLost(deps, settlement) : 'pending';
 }
 
 /**
@@ -81,12 +81,13 @@ export async function reconcileX402Settlement(
  * transaction the same authorization is signed under a new nonce. Sending it twice is safe: the
  * token accepts an authorization's nonce once.
  */
-async function resendIfLost(deps: OutboxDeps, settlementId: string, hash: Hash): Promise<ReconcileOutcome> {
+async function resendIfLost(deps: OutboxDeps, settlement: Settlement): Promise<ReconcileOutcome> {
   const { store, chain } = deps;
+  const settlementId = settlement.id;
   const raw = await signedTransactionOf(store, settlementId);
   // Sent by a remote facilitator: only it holds the transaction.
   if (!raw) return 'pending';
-  let receipt = await awaitIfKnown(deps, hash, raw);
+  let receipt = await awaitIfKnown(deps, { settlement, raw });
   if (receipt === null) {
     const { to, data, gas } = parseTransaction(raw);
     if (!to || !data || gas === undefined) return 'pending';

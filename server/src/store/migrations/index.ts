@@ -4,6 +4,7 @@ import * as settlementTransactions from './0002-settlement-transactions.js';
 import * as x402SettlementLookup from './0003-x402-settlement-lookup.js';
 import * as owedRecords from './0004-owed-records.js';
 import * as claimedRecordsIndex from './0005-claimed-records-index.js';
+import * as replacedTransactions from './0006-replaced-transactions.js';
 
 /**
  * Every migration of the store, applied in name order. To add one: a new file
@@ -15,4 +16,5 @@ export const migrations: Record<string, Migration> = {
   '0003-x402-settlement-lookup': x402SettlementLookup,
   '0004-owed-records': owedRecords,
   '0005-claimed-records-index': claimedRecordsIndex,
+  '0006-replaced-transactions': replacedTransactions,
 };

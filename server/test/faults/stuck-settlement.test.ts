@@ -1,0 +1,95 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Hex, parseGwei } from 'viem';
+import { expect, test, vi } from 'vitest';
+import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
+import { parseExposition, sampleValue } from '../observability/prometheus-text.js';
+import { FAULT_LIMITS, type SessionPayer, SMALL_COST, useFaultStack } from './harness.js';
+
+// The chain's fees rise past what a settlement's transaction offers while it waits in the pool:
+// the gateway replaces it (same nonce, the market's fees) and whichever is mined pays, once.
+const stack = useFaultStack();
+
+/**
+ * The payer's next request is forwarded once its settlement, replaced, is mined: one payment, by the
+ * replacement, the replaced transaction kept on the settlement; the ledger matches the chain.
+ */
+async function servedAfterReplacing(payer: SessionPayer, replaced: Hex): Promise<Settlement> {
+  const served = await stack.probe.chat(payer.client(), payer.address);
+  expect(served.status).toBe(200);
+  const [settlement] = await settlementsOf(stack.store, payer.address);
+  expect(settlement).toMatchObject({
+    status: 'confirmed',
+    amountAtomic: SMALL_COST,
+    replacedTxHashes: [replaced],
+  });
+  expect(settlement?.txHash).not.toBe(replaced);
+  expect(stack.probe.violations).toEqual([]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+  return settlement as Settlement;
+}
+
+/** Transactions wait in the node's pool until blocks come again. */
+async function pauseMining() {
+  await stack.local.testClient.setAutomine(false);
+  await stack.local.testClient.setIntervalMining({ interval: 0 });
+}
+
+test('fees rise past a settlement waiting in the pool: it is replaced at the market fee and pays once', async () => {
+  const { local, probe } = stack;
+  const payer = await stack.owingPayer(0);
+  const forwarded = probe.forwarded();
+  // No block until the transaction is in the pool, so that no block can take it at its own fee.
+  await pauseMining();
+  const waiting = probe.chat(payer.client(), payer.address);
+  // Recorded as sent, then broadcast: in the pool once the node counts it.
+  const stuck = await vi.waitFor(
+    async () => {
+      const [settlement] = await settlementsOf(stack.store, payer.address);
+      expect(settlement?.status).toBe('sent');
+      expect((await local.testClient.getTxpoolStatus()).pending).toBe(1);
+      return settlement as Settlement & { txHash: Hex };
+    },
+    { timeout: 10_000, interval: 20 },
+  );
+  // Blocks come again, at a base fee far above its max fee (it would take a minute to fall back).
+  await local.testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: parseGwei('1000') });
+  await local.testClient.setIntervalMining({ interval: 1 });
+  expect(await waiting).toMatchObject({ status: 503, code: 'payments_unavailable' });
+  expect(probe.forwarded()).toBe(forwarded);
+
+  // The payer's next request finds it still waiting after a receipt timeout: replaced, mined, paid.
+  const settlement = await servedAfterReplacing(payer, stuck.txHash);
+  const mined = await local.publicClient.getTransaction({ hash: settlement.txHash as Hex });
+  const block = await local.publicClient.getBlock({ blockNumber: mined.blockNumber as bigint });
+  expect(mined.maxFeePerGas).toBeGreaterThanOrEqual(block.baseFeePerGas as bigint);
+  await expect(local.publicClient.getTransactionReceipt({ hash: stuck.txHash })).rejects.toThrow(
+    /not be found/,
+  );
+  expect(probe.violations).toEqual([]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+
+  const metrics = parseExposition(await (await fetch(`${stack.gateway.url}/metrics`)).text());
+  expect(sampleValue(metrics, 'paygate_settlement_replacements_total', { rail: 'session' })).toBe(1);
+});
+
+test('the node refuses the settlement below its base fee: after a receipt timeout it is sent at the market fee, once', async () => {
+  const { local, probe, rpc } = stack;
+  const payer = await stack.owingPayer(1);
+  const forwarded = probe.forwarded();
+  await pauseMining();
+  // The broadcast is held on its way while the base fee jumps: the node refuses it on arrival.
+  const broadcast = rpc.stallFrom('eth_sendRawTransaction');
+  const request = probe.chat(payer.client(), payer.address);
+  await broadcast;
+  await local.testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: parseGwei('10000') });
+  await local.testClient.setIntervalMining({ interval: 1 });
+  rpc.pass();
+  expect(await request).toMatchObject({ status: 503, code: 'payments_unavailable' });
+  expect(probe.forwarded()).toBe(forwarded);
+  const [refused] = await settlementsOf(stack.store, payer.address);
+  expect(refused?.status).toBe('sent');
+
+  // Once it waited a receipt timeout, the payer's next request replaces it; it is mined and pays.
+  await sleep((refused?.updatedAt.getTime() ?? 0) + FAULT_LIMITS.settlementTimeoutMs! - Date.now());
+  await servedAfterReplacing(payer, refused?.txHash as Hex);
+});
