@@ -17,7 +17,12 @@
  * The "nothing owed" load uses a model priced at 0, so the JWT path runs in full (token, session,
  * debt check, usage record) while no settlement is due. Prints a table; writes bench-results/*.json.
  *
- * Environment: BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (10),
+ * Each server measured first serves a warm-up load (BENCH_SERVER_WARMUP_SECONDS, 10; non-streaming, then
+ * streaming), not measured: a fresh Node.js process compiles its hot code and collects its start-up
+ * garbage during its first seconds of load, at about twice the CPU per request of a running one.
+ *
+ * Environment: BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2, dropped from each run's latencies),
+ * BENCH_SERVER_WARMUP_SECONDS (10), BENCH_CONNECTIONS (10),
  * BENCH_PAID_REQUESTS (30), BENCH_LOG_LEVEL (info), BENCH_RUNTIME (dist: built first with `npm run build`;
  * tsx), BENCH_GATEWAY_NODE_OPTIONS (node flags of the gateway; default: those of `npm run serve`, whose
  * environment the gateway gets too), BENCH_PROFILE_DIR (a CPU profile of the gateway), DATABASE_URL
@@ -50,6 +55,7 @@ import {
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
+const SERVER_WARMUP_SECONDS = Number(process.env.BENCH_SERVER_WARMUP_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const PAID_REQUESTS = Number(process.env.BENCH_PAID_REQUESTS ?? 30);
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'info';
@@ -113,6 +119,19 @@ const closedLoop = (target: Target, firstByte: boolean): Scenario => ({
   warmupSeconds: WARMUP_SECONDS,
   firstByte,
 });
+
+/**
+ * A server's warm-up before anything is measured: the closed-loop load for SERVER_WARMUP_SECONDS,
+ * non-streaming then (when it streams) streaming; the results are discarded.
+ */
+async function warmUp(target: (stream: boolean) => Target, streams: boolean): Promise<void> {
+  const seconds = streams ? SERVER_WARMUP_SECONDS / 2 : SERVER_WARMUP_SECONDS;
+  if (seconds <= 0) return;
+  const run = (stream: boolean) =>
+    load({ ...closedLoop(target(stream), stream), seconds, warmupSeconds: 0 } as Scenario);
+  await run(false);
+  if (streams) await run(true);
+}
 
 /** One connection: what the gateway adds to a request when nothing queues behind the CPU. */
 const oneAtATime = (target: Target, firstByte: boolean): Scenario =>
@@ -275,6 +294,8 @@ async function measureGateway(
     const tokens = await authorizedTokens(local, gateway.url, CONNECTIONS + 2, saltBase);
     const chat = chatTarget(gateway.url);
     const perConnection = tokens.slice(0, CONNECTIONS);
+    console.error(`[${mode}] warm-up: ${SERVER_WARMUP_SECONDS} s of load, not measured`);
+    await warmUp((stream) => chat(FREE_MODEL, stream, perConnection), true);
     console.error(`[${mode}] non-streaming load`);
     const pid = gateway.process.child.pid as number;
     const cpuBefore = await cpuMilliseconds(pid);
@@ -349,6 +370,7 @@ async function benchBareProxy(target: (stream: boolean) => Target): Promise<Floo
   });
   try {
     const { url } = await proxy.firstJson<{ url: string }>();
+    await warmUp(() => ({ ...target(false), url }), false);
     const pid = proxy.child.pid as number;
     const cpuBefore = await cpuMilliseconds(pid);
     const whole = await load(closedLoop({ ...target(false), url }, false));
@@ -501,7 +523,7 @@ function report(direct: Measured & { autocannon: LoadResult }, floor: Floor, mod
 
 async function main() {
   console.error(
-    `bench: ${CONNECTIONS} connections, ${SECONDS} s per run (+${WARMUP_SECONDS} s warm-up), ${cpus().length} CPUs, gateway from ${RUNTIME}`,
+    `bench: ${CONNECTIONS} connections, ${SECONDS} s per run (+${WARMUP_SECONDS} s warm-up; ${SERVER_WARMUP_SECONDS} s of load warms each server first), ${cpus().length} CPUs, gateway from ${RUNTIME}`,
   );
   if (RUNTIME === 'dist') {
     console.error('building the gateway (npm run build)');
@@ -517,7 +539,8 @@ async function main() {
       headers: anthropicHeaders,
       body: JSON.stringify({ model: 'claude-bench', max_tokens: 16, messages: prompt, stream }),
     });
-    console.error('[direct] non-streaming, streaming, autocannon');
+    console.error('[direct] warm-up, then non-streaming, streaming, autocannon');
+    await warmUp(directTarget, true);
     const direct = {
       whole: await load(closedLoop(directTarget(false), false)),
       firstByte: await load(closedLoop(directTarget(true), true)),
@@ -568,6 +591,7 @@ async function main() {
           settings: {
             seconds: SECONDS,
             warmupSeconds: WARMUP_SECONDS,
+            serverWarmupSeconds: SERVER_WARMUP_SECONDS,
             connections: CONNECTIONS,
             paidRequests: PAID_REQUESTS,
             logLevel: LOG_LEVEL,
