@@ -60,3 +60,30 @@ test('the node loses an x402 settlement: its authorization is sent again and pay
   expect(await x402Chat(next)).toBe(200);
   await expectPaidOnce([lost.address, next.address], before);
 });
+
+test('the node fails while an x402 settlement is in flight: 503, nothing forwarded, then it is paid once', async () => {
+  const payer = await x402Payer(2);
+  expect(await x402Chat(payer)).toBe(200);
+  const before = new Map([[payer.address, await usdcBalance(stack.local, payer.address)]]);
+  const forwarded = stack.probe.forwarded();
+
+  await stack.local.testClient.setAutomine(false);
+  await stack.local.testClient.setIntervalMining({ interval: 0 });
+  // Not mined within the receipt timeout: the request is refused, its settlement left sent.
+  expect(await x402Chat(payer)).toBe(503);
+  expect(await stack.settlementStates(payer.address)).toEqual([`sent ${SMALL_COST}`]);
+  // The proof checks out, then the node fails as the settlement in flight is looked up.
+  const failing = stack.rpc.downFrom('eth_getTransactionReceipt');
+  try {
+    expect(await x402Chat(payer)).toBe(503);
+    await failing;
+  } finally {
+    stack.rpc.pass();
+  }
+  expect(stack.probe.forwarded()).toBe(forwarded);
+
+  await stack.local.testClient.setAutomine(true);
+  await stack.local.testClient.mine({ blocks: 1 });
+  expect(await x402Chat(payer)).toBe(200);
+  await expectPaidOnce([payer.address], before);
+});
