@@ -49,14 +49,22 @@ export interface Relayer {
    */
   submit(call: RelayerCall, record: (tx: SignedTransaction) => Promise<void>): Promise<SignedTransaction>;
   /**
-   * Signs `raw` again under its own nonce with `fees` (a replacement, mined instead of it), hands it
-   * to `record` and only then broadcasts it. Throws `BroadcastError` as `submit` does.
+   * Replaces `raw` (a transaction it signed, not mined) when the market's fees are above what it
+   * offers: signs it again under its own nonce at `replacementFees`, hands that to `record` and only
+   * then broadcasts it. Resolves with the replacement, or null when the market asks no more than it
+   * offers. Throws `BroadcastError` as `submit` does.
    */
-  replace(
+  replaceIfUnderpriced(
     raw: Hex,
-    fees: TransactionFees,
     record: (tx: SignedTransaction) => Promise<void>,
-  ): Promise<SignedTransaction>;
+  ): Promise<SignedTransaction | null>;
+  /**
+   * `submit` for a transaction nothing records (a smart account's deployment), once per `key`: while
+   * the one sent under `key` is not mined, it is returned instead of another queued behind it, and
+   * once it waited `staleMs` it is replaced at the market's fees (or broadcast again, in case the
+   * node lost it). Remembered in this process only.
+   */
+  submitOnce(key: string, call: RelayerCall, staleMs: number): Promise<SignedTransaction>;
   /** Broadcasts an already signed transaction again (recovery). Resolves when the node holds or mined it. */
   rebroadcast(raw: Hex): Promise<void>;
   /**
@@ -140,7 +148,10 @@ export function createRelayer(
     }
   };
 
-  return {
+  // Unrecorded transactions by key (`submitOnce`), until their nonce is used.
+  const unrecorded = new Map<string, { tx: SignedTransaction; sentAt: number }>();
+
+  const relayer: Relayer = {
     address: account.address,
 
     async submit(call, record) {
@@ -173,11 +184,20 @@ export function createRelayer(
       });
     },
 
-    async replace(raw, fees, record) {
+    async replaceIfUnderpriced(raw, record) {
       const sent = parseTransaction(raw);
-      if (sent.type !== 'eip1559' || !sent.to || sent.nonce === undefined || sent.gas === undefined)
+      const { nonce, to, data, gas, value, maxFeePerGas, maxPriorityFeePerGas } = sent;
+      if (
+        sent.type !== 'eip1559' ||
+        !to ||
+        nonce === undefined ||
+        gas === undefined ||
+        maxFeePerGas === undefined ||
+        maxPriorityFeePerGas === undefined
+      )
         throw new Error('only an EIP-1559 transaction this relayer signed can be replaced');
-      const { nonce, to, data, gas, value } = sent;
+      const fees = replacementFees({ maxFeePerGas, maxPriorityFeePerGas }, await client.estimateFeesPerGas());
+      if (!fees) return null;
       return lock.run(account.address, async () => {
         const replacement = await account.signTransaction({
           type: 'eip1559',
@@ -194,6 +214,23 @@ export function createRelayer(
         await broadcast(replacement);
         return signed;
       });
+    },
+
+    async submitOnce(key, call, staleMs) {
+      const used = await client.getTransactionCount({ address: account.address, blockTag: 'latest' });
+      for (const [known, { tx }] of unrecorded) if (tx.nonce < used) unrecorded.delete(known);
+      const earlier = unrecorded.get(key);
+      if (earlier && Date.now() - earlier.sentAt < staleMs) return earlier.tx;
+      let tx: SignedTransaction;
+      if (earlier) {
+        const replacement = await relayer.replaceIfUnderpriced(earlier.tx.raw, async () => {});
+        if (!replacement) await relayer.rebroadcast(earlier.tx.raw);
+        tx = replacement ?? earlier.tx;
+      } else {
+        tx = await relayer.submit(call, async () => {});
+      }
+      unrecorded.set(key, { tx, sentAt: Date.now() });
+      return tx;
     },
 
     async waitForReceipt(args) {
@@ -215,6 +252,7 @@ export function createRelayer(
       });
     },
   };
+  return relayer;
 }
 
 /** One gateway process sends from the key: nonces are counted here. */

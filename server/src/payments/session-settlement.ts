@@ -204,11 +204,13 @@ async function ensureDeployed(
       throw new SettlementRefusedError('account_not_deployed', undefined, owed);
     throw unavailable(error);
   }
-  // Nothing to record first: deploying twice is impossible, and a lost deployment is simply redone.
+  // Nothing to record: deploying twice is impossible, and a lost deployment is simply redone. Sent
+  // once while unmined, so a deployment stuck below the market is replaced, not queued behind.
   const sent = await chain.relayer
-    .submit(
+    .submitOnce(
+      `deploy:${account}`,
       { to: deployment.factory, data: deployment.factoryData, gas: (gas * GAS_MARGIN_PERCENT) / 100n },
-      async () => {},
+      deps.receiptTimeoutMs,
     )
     .catch((error: unknown) => {
       throw unavailable(error);

@@ -50,10 +50,13 @@ export interface FaultStack {
    * transactions waiting in its pool are lost, as in a node restart.
    */
   restartChain(): Promise<void>;
-  /** A fresh smart account with a session; `client()` speaks to the gateway running now. */
-  sessionPayer(owner: number): Promise<SessionPayer>;
+  /**
+   * A fresh smart account with a session; `client()` speaks to the gateway running now. With
+   * `deployed: false` it signs before it exists (ERC-6492) and the gateway deploys it.
+   */
+  sessionPayer(owner: number, options?: { deployed?: boolean }): Promise<SessionPayer>;
   /** A session payer whose one answered request (`SMALL_USAGE`) is owed. */
-  owingPayer(owner: number): Promise<SessionPayer>;
+  owingPayer(owner: number, options?: { deployed?: boolean }): Promise<SessionPayer>;
   /** The payer's settlements, newest first, as `<status> <amount>`. */
   settlementStates(payer: Address): Promise<string[]>;
   /** The ledger against the chain, and each payer's USDC against its confirmed settlements. */
@@ -142,10 +145,11 @@ export function useFaultStack(options: FaultStackOptions = {}): FaultStack {
     return stack.gateway;
   };
 
-  stack.sessionPayer = async (owner) => {
+  stack.sessionPayer = async (owner, options = {}) => {
     const payer = await createPayerAccount(stack.local, stack.local.accounts.payers[owner]!.privateKey, {
       fundUsdc: PAYER_FUNDS,
       deploySalt: toHex(randomBytes(32)) as Hex,
+      deploy: options.deployed,
     });
     const session = await authorizeWithSmartAccount({
       gatewayUrl: stack.gateway.url,
@@ -159,8 +163,8 @@ export function useFaultStack(options: FaultStackOptions = {}): FaultStack {
     };
   };
 
-  stack.owingPayer = async (owner) => {
-    const payer = await stack.sessionPayer(owner);
+  stack.owingPayer = async (owner, options) => {
+    const payer = await stack.sessionPayer(owner, options);
     stack.anthropic.script({ text: 'owed', usage: SMALL_USAGE });
     expect((await stack.probe.chat(payer.client(), payer.address)).status).toBe(200);
     return payer;

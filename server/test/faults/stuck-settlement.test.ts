@@ -93,3 +93,37 @@ test('the node refuses the settlement below its base fee: after a receipt timeou
   await sleep((refused?.updatedAt.getTime() ?? 0) + FAULT_LIMITS.settlementTimeoutMs! - Date.now());
   await servedAfterReplacing(payer, refused?.txHash as Hex);
 });
+
+test('a deployment stuck below the market is replaced, not queued behind: the account is deployed and pays once', async () => {
+  const { local, probe, rpc } = stack;
+  const payer = await stack.owingPayer(2, { deployed: false });
+  const forwarded = probe.forwarded();
+  await pauseMining();
+  // The gateway deploys the account before its first settlement: that transaction waits in the pool.
+  const request = probe.chat(payer.client(), payer.address);
+  await vi.waitFor(async () => expect((await local.testClient.getTxpoolStatus()).pending).toBe(1), {
+    timeout: 10_000,
+    interval: 20,
+  });
+  await local.testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: parseGwei('100000') });
+  await local.testClient.setIntervalMining({ interval: 1 });
+  expect(await request).toMatchObject({ status: 503, code: 'payments_unavailable' });
+  expect(probe.forwarded()).toBe(forwarded);
+  expect(await local.publicClient.getCode({ address: payer.address })).toBeUndefined();
+
+  const sends = () => rpc.methods.filter((method) => method === 'eth_sendRawTransaction').length;
+  const sendsBefore = sends();
+  const served = await probe.chat(payer.client(), payer.address);
+  expect(served.status).toBe(200);
+  expect(await local.publicClient.getCode({ address: payer.address })).toBeTruthy();
+  // The deployment's replacement, then the settlement. (anvil leaves a transaction below the base
+  // fee out of its pending count, so there a second deployment would take the same nonce too; the
+  // relayer test shows that none is sent.)
+  expect(sends()).toBe(sendsBefore + 2);
+  expect(await stack.settlementStates(payer.address)).toEqual([
+    `confirmed ${SMALL_COST}`,
+    `failed ${SMALL_COST}`,
+  ]);
+  expect(probe.violations).toEqual([]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+});

@@ -20,7 +20,7 @@ import type { SettlementMetrics } from '../../observability/index.js';
 import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import type { ChainClient } from '../chain-client.js';
-import { BroadcastError, replacementFees } from '../relayer.js';
+import { BroadcastError } from '../relayer.js';
 
 export interface OutboxDeps {
   store: Store;
@@ -183,18 +183,11 @@ async function replaceIfUnderpriced(
   hash: Hash,
   raw: Hex,
 ): Promise<Hash | null> {
-  const { chain, store } = deps;
-  const offered = parseTransaction(raw);
-  if (offered.maxFeePerGas === undefined || offered.maxPriorityFeePerGas === undefined) return hash;
-  const fees = replacementFees(
-    { maxFeePerGas: offered.maxFeePerGas, maxPriorityFeePerGas: offered.maxPriorityFeePerGas },
-    await chain.publicClient.estimateFeesPerGas(),
-  );
-  if (!fees) return hash;
   try {
-    const replacement = await chain.relayer.replace(raw, fees, async (tx) => {
-      await replaceSettlementTransaction(store, settlement.id, hash, tx);
+    const replacement = await deps.chain.relayer.replaceIfUnderpriced(raw, async (tx) => {
+      await replaceSettlementTransaction(deps.store, settlement.id, hash, tx);
     });
+    if (!replacement) return hash;
     deps.metrics?.replaced(settlement.rail);
     return replacement.hash;
   } catch (error) {

@@ -1,0 +1,70 @@
+import { type Hex, parseGwei } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { createLocalChain, type LocalChain } from '../../devkit/chain/index.js';
+import { createRelayer, replacementFees } from '../../src/payments/relayer.js';
+
+// What the gateway pays to unstick a transaction: the market's fees, raised enough for nodes to
+// accept the replacement, and nothing while the market asks no more than the transaction offers.
+// A transaction nothing records (a deployment) is sent once while unmined, and replaced when stuck.
+const offered = { maxFeePerGas: parseGwei('2'), maxPriorityFeePerGas: parseGwei('1') };
+
+test('no replacement while the market asks no more than the transaction offers', () => {
+  expect(replacementFees(offered, offered)).toBeNull();
+  expect(
+    replacementFees(offered, { maxFeePerGas: parseGwei('1.5'), maxPriorityFeePerGas: parseGwei('0.5') }),
+  ).toBeNull();
+});
+
+test('a replacement offers the market fees when they are well above the old ones', () => {
+  const market = { maxFeePerGas: parseGwei('50'), maxPriorityFeePerGas: parseGwei('3') };
+  expect(replacementFees(offered, market)).toEqual(market);
+});
+
+test('a replacement raises both fees by at least an eighth (nodes refuse less than a tenth)', () => {
+  expect(
+    replacementFees(offered, { maxFeePerGas: parseGwei('2.1'), maxPriorityFeePerGas: parseGwei('1') }),
+  ).toEqual({ maxFeePerGas: parseGwei('2.25') + 1n, maxPriorityFeePerGas: parseGwei('1.125') + 1n });
+  // A transaction whose tip exceeds its max fee is invalid: the max fee rises to cover the tip.
+  expect(
+    replacementFees(offered, { maxFeePerGas: parseGwei('2'), maxPriorityFeePerGas: parseGwei('4') }),
+  ).toEqual({ maxFeePerGas: parseGwei('4'), maxPriorityFeePerGas: parseGwei('4') });
+});
+
+let local: LocalChain;
+beforeAll(async () => {
+  local = await createLocalChain();
+});
+afterAll(() => local?.stop());
+
+test('a transaction sent once per key: not sent again while unmined, replaced under its nonce when stuck', async () => {
+  const relayer = createRelayer(
+    local.publicClient,
+    privateKeyToAccount(local.accounts.payers[3]!.privateKey),
+    local.chainId,
+  );
+  const call = { to: local.accounts.treasury.address, data: '0x' as Hex, gas: 21_000n };
+  await local.testClient.setAutomine(false);
+  await local.testClient.setIntervalMining({ interval: 0 });
+  const first = await relayer.submitOnce('deploy:a', call, 60_000);
+  // Asked again before it is stale: the same transaction, nothing more in the pool.
+  expect(await relayer.submitOnce('deploy:a', call, 60_000)).toEqual(first);
+  expect((await local.testClient.getTxpoolStatus()).pending).toBe(1);
+
+  // A block comes at a base fee far above its max fee: it stays, and the market asks more.
+  await local.testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: parseGwei('1000') });
+  await local.testClient.mine({ blocks: 1 });
+  const replaced = await relayer.submitOnce('deploy:a', call, 0);
+  expect(replaced.nonce).toBe(first.nonce);
+  expect(replaced.hash).not.toBe(first.hash);
+  await local.testClient.mine({ blocks: 1 });
+  expect(await local.publicClient.getTransactionReceipt({ hash: replaced.hash })).toMatchObject({
+    status: 'success',
+  });
+  await expect(local.publicClient.getTransactionReceipt({ hash: first.hash })).rejects.toThrow(
+    /not be found/,
+  );
+
+  // Mined, it is forgotten: the next call with the key sends a new transaction.
+  expect((await relayer.submitOnce('deploy:a', call, 60_000)).nonce).toBe(first.nonce + 1);
+});
