@@ -72,6 +72,11 @@ export interface ChainConfig {
    * (CHAIN_POLL_INTERVAL_MS): a settlement ends up to this long after its block.
    */
   pollIntervalMs: number;
+  /**
+   * The most the relayer offers per gas, in wei (RELAYER_MAX_FEE_PER_GAS_WEI): settlements are sent
+   * at most at this fee and not replaced above it. Unset: whatever the market asks.
+   */
+  maxFeePerGasWei?: bigint;
 }
 
 export interface LimitsConfig {
@@ -207,6 +212,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       delegationEnvironment: read.delegationEnvironment('CHAIN_ENVIRONMENT_FILE'),
       facilitatorUrl: read.url('FACILITATOR_URL', ['http:', 'https:']),
       pollIntervalMs: read.integer('CHAIN_POLL_INTERVAL_MS', defaultPollIntervalMs(chainId), 1, 60_000),
+      maxFeePerGasWei: read.optionalBigint('RELAYER_MAX_FEE_PER_GAS_WEI', 1n),
     },
     limits: {
       bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024),
@@ -253,6 +259,16 @@ class EnvReader {
     if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
     const value = Number(raw);
     if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}`);
+    return value;
+  }
+
+  /** A whole number of any size (an amount in wei), or undefined when unset. */
+  optionalBigint(name: string, min: bigint): bigint | undefined {
+    const raw = this.optional(name);
+    if (raw === undefined) return undefined;
+    if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+    const value = BigInt(raw);
+    if (value < min) throw new ConfigError(name, `must be at least ${min}`);
     return value;
   }
 

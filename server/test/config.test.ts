@@ -51,6 +51,7 @@ describe('loadConfig', () => {
     });
     expect(config.redisUrl).toBeUndefined();
     expect(config.trustProxy).toBeUndefined();
+    expect(config.chain.maxFeePerGasWei).toBeUndefined();
     // A local chain mines every fraction of a second: its blocks are looked for more often.
     expect(
       loadConfig({ ...minimal, CHAIN_ID: '31337', USDC_ADDRESS: minimal.TREASURY_ADDRESS }).chain,
@@ -80,6 +81,7 @@ describe('loadConfig', () => {
       DELEGATION_MANAGER_ADDRESS: '0x00000000000000000000000000000000000000cc',
       FACILITATOR_URL: 'https://x402.example/facilitator',
       CHAIN_POLL_INTERVAL_MS: '40',
+      RELAYER_MAX_FEE_PER_GAS_WEI: '50000000000000000000',
       BODY_LIMIT_BYTES: '1024',
       RATE_LIMIT_MAX: '10',
       RATE_LIMIT_WINDOW_MS: '1000',
@@ -111,6 +113,8 @@ describe('loadConfig', () => {
         delegationManagerAddress: getAddress('0x00000000000000000000000000000000000000cc'),
         facilitatorUrl: 'https://x402.example/facilitator',
         pollIntervalMs: 40,
+        // Above 2^53: read exactly.
+        maxFeePerGasWei: 50_000_000_000_000_000_000n,
       },
       limits: {
         bodyLimitBytes: 1024,
@@ -180,6 +184,12 @@ describe('each invalid variable stops start-up with one message naming it', () =
     ['FACILITATOR_URL', { FACILITATOR_URL: 'ws://f' }, 'must use http or https'],
     ['CHAIN_POLL_INTERVAL_MS', { CHAIN_POLL_INTERVAL_MS: '0' }, 'must be between 1 and 60000'],
     ['SETTLE_ON_COMPLETION', { SETTLE_ON_COMPLETION: 'yes' }, 'must be true or false, got "yes"'],
+    [
+      'RELAYER_MAX_FEE_PER_GAS_WEI',
+      { RELAYER_MAX_FEE_PER_GAS_WEI: '1e9' },
+      'must be a whole number, got "1e9"',
+    ],
+    ['RELAYER_MAX_FEE_PER_GAS_WEI', { RELAYER_MAX_FEE_PER_GAS_WEI: '0' }, 'must be at least 1'],
     ['BODY_LIMIT_BYTES', { BODY_LIMIT_BYTES: '1023' }, 'must be between 1024 and'],
     ['RATE_LIMIT_MAX', { RATE_LIMIT_MAX: '0' }, 'must be between 1 and'],
     ['RATE_LIMIT_WINDOW_MS', { RATE_LIMIT_WINDOW_MS: '1.5' }, 'must be a whole number, got "1.5"'],

@@ -68,12 +68,10 @@ export function createChainClient(chain: ChainConfig, options: ChainClientOption
     chainId: chain.chainId,
     network: `eip155:${chain.chainId}`,
     publicClient,
-    relayer: createRelayer(
-      publicClient,
-      privateKeyToAccount(chain.sessionKeyPrivateKey),
-      chain.chainId,
-      options.sendLock,
-    ),
+    relayer: createRelayer(publicClient, privateKeyToAccount(chain.sessionKeyPrivateKey), chain.chainId, {
+      lock: options.sendLock,
+      maxFeePerGas: chain.maxFeePerGasWei,
+    }),
     usdc,
     treasury: getAddress(chain.treasuryAddress),
     environment: delegationEnvironment(chain),

@@ -86,9 +86,14 @@ export interface TransactionFees {
  * The fees a replacement of a transaction offering `offered` needs when the market asks `market`:
  * null while the market asks no more than it offers (a replacement would not be mined sooner). Else
  * each fee is the market's, and at least an eighth above the offer: nodes accept a replacement only
- * with both fees raised (geth: by a tenth).
+ * with both fees raised (geth: by a tenth). Neither fee exceeds `cap`; null when that leaves no
+ * such raise.
  */
-export function replacementFees(offered: TransactionFees, market: TransactionFees): TransactionFees | null {
+export function replacementFees(
+  offered: TransactionFees,
+  market: TransactionFees,
+  cap?: bigint,
+): TransactionFees | null {
   if (
     market.maxFeePerGas <= offered.maxFeePerGas &&
     market.maxPriorityFeePerGas <= offered.maxPriorityFeePerGas
@@ -96,11 +101,40 @@ export function replacementFees(offered: TransactionFees, market: TransactionFee
     return null;
   const raised = (fee: bigint) => fee + fee / 8n + 1n;
   const max = (a: bigint, b: bigint) => (a > b ? a : b);
-  const maxPriorityFeePerGas = max(market.maxPriorityFeePerGas, raised(offered.maxPriorityFeePerGas));
+  const maxPriorityFeePerGas = capped(
+    max(market.maxPriorityFeePerGas, raised(offered.maxPriorityFeePerGas)),
+    cap,
+  );
+  const maxFeePerGas = capped(
+    max(max(market.maxFeePerGas, raised(offered.maxFeePerGas)), maxPriorityFeePerGas),
+    cap,
+  );
+  if (
+    maxFeePerGas < raised(offered.maxFeePerGas) ||
+    maxPriorityFeePerGas < raised(offered.maxPriorityFeePerGas)
+  )
+    return null;
+  return { maxFeePerGas, maxPriorityFeePerGas };
+}
+
+/** The market's fees for a new transaction, neither above `cap`. */
+export function offeredFees(market: TransactionFees, cap?: bigint): TransactionFees {
   return {
-    maxFeePerGas: max(max(market.maxFeePerGas, raised(offered.maxFeePerGas)), maxPriorityFeePerGas),
-    maxPriorityFeePerGas,
+    maxFeePerGas: capped(market.maxFeePerGas, cap),
+    maxPriorityFeePerGas: capped(market.maxPriorityFeePerGas, cap),
   };
+}
+
+const capped = (fee: bigint, cap: bigint | undefined) => (cap === undefined || fee < cap ? fee : cap);
+
+export interface RelayerOptions {
+  /** Serializes the sends of the key (default: within this process). */
+  lock?: SendLock;
+  /**
+   * The most it offers per gas, in wei (RELAYER_MAX_FEE_PER_GAS_WEI): a transaction is sent at most
+   * at this fee, and a stuck one is not replaced above it. Unset: the market's fees.
+   */
+  maxFeePerGas?: bigint;
 }
 
 /** A refused nonce means another transaction took it: sign again with the next one, a few times. */
@@ -130,8 +164,9 @@ export function createRelayer(
   client: PublicClient,
   account: PrivateKeyAccount,
   chainId: number,
-  lock: SendLock = processSendLock(),
+  options: RelayerOptions = {},
 ): Relayer {
+  const { lock = processSendLock(), maxFeePerGas: cap } = options;
   // What this process sent last: with a shared lock, a floor under a node that lags behind.
   let nextNonce: number | undefined;
   const pendingCount = () => client.getTransactionCount({ address: account.address, blockTag: 'pending' });
@@ -155,7 +190,7 @@ export function createRelayer(
     address: account.address,
 
     async submit(call, record) {
-      const fees = await client.estimateFeesPerGas();
+      const fees = offeredFees(await client.estimateFeesPerGas(), cap);
       return lock.run(account.address, async () => {
         const nonce = lock.shared
           ? Math.max(nextNonce ?? 0, await pendingCount())
@@ -196,7 +231,11 @@ export function createRelayer(
         maxPriorityFeePerGas === undefined
       )
         throw new Error('only an EIP-1559 transaction this relayer signed can be replaced');
-      const fees = replacementFees({ maxFeePerGas, maxPriorityFeePerGas }, await client.estimateFeesPerGas());
+      const fees = replacementFees(
+        { maxFeePerGas, maxPriorityFeePerGas },
+        await client.estimateFeesPerGas(),
+        cap,
+      );
       if (!fees) return null;
       return lock.run(account.address, async () => {
         const replacement = await account.signTransaction({

@@ -1,8 +1,8 @@
-import { type Hex, parseGwei } from 'viem';
+import { type Hex, parseGwei, parseTransaction } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createLocalChain, type LocalChain } from '../../devkit/chain/index.js';
-import { createRelayer, replacementFees } from '../../src/payments/relayer.js';
+import { createRelayer, offeredFees, replacementFees } from '../../src/payments/relayer.js';
 
 // What the gateway pays to unstick a transaction: the market's fees, raised enough for nodes to
 // accept the replacement, and nothing while the market asks no more than the transaction offers.
@@ -21,6 +21,21 @@ test('a replacement offers the market fees when they are well above the old ones
   expect(replacementFees(offered, market)).toEqual(market);
 });
 
+test('under the operator cap: a replacement never offers more, and none is sent when it leaves no raise', () => {
+  const market = { maxFeePerGas: parseGwei('50'), maxPriorityFeePerGas: parseGwei('3') };
+  expect(replacementFees(offered, market, parseGwei('10'))).toEqual({
+    maxFeePerGas: parseGwei('10'),
+    maxPriorityFeePerGas: parseGwei('3'),
+  });
+  // Capped at 2.2 gwei, the max fee cannot rise an eighth above 2: no replacement.
+  expect(replacementFees(offered, market, parseGwei('2.2'))).toBeNull();
+  expect(offeredFees(market, parseGwei('2'))).toEqual({
+    maxFeePerGas: parseGwei('2'),
+    maxPriorityFeePerGas: parseGwei('2'),
+  });
+  expect(offeredFees(market)).toEqual(market);
+});
+
 test('a replacement raises both fees by at least an eighth (nodes refuse less than a tenth)', () => {
   expect(
     replacementFees(offered, { maxFeePerGas: parseGwei('2.1'), maxPriorityFeePerGas: parseGwei('1') }),
@@ -36,6 +51,26 @@ beforeAll(async () => {
   local = await createLocalChain();
 });
 afterAll(() => local?.stop());
+
+test('a relayer under a fee cap (RELAYER_MAX_FEE_PER_GAS_WEI) offers no more than the cap', async () => {
+  const cap = parseGwei('0.5');
+  const relayer = createRelayer(
+    local.publicClient,
+    privateKeyToAccount(local.accounts.payers[4]!.privateKey),
+    local.chainId,
+    { maxFeePerGas: cap },
+  );
+  // The market asks a 1 gwei tip here: the transaction offers the cap, and is mined.
+  expect((await local.publicClient.estimateFeesPerGas()).maxPriorityFeePerGas).toBeGreaterThan(cap);
+  const sent = await relayer.submit(
+    { to: local.accounts.treasury.address, data: '0x', gas: 21_000n },
+    async () => {},
+  );
+  expect(parseTransaction(sent.raw)).toMatchObject({ maxFeePerGas: cap, maxPriorityFeePerGas: cap });
+  expect(await relayer.waitForReceipt({ hash: sent.hash, timeout: 10_000 })).toMatchObject({
+    status: 'success',
+  });
+});
 
 test('a transaction sent once per key: not sent again while unmined, replaced under its nonce when stuck', async () => {
   const relayer = createRelayer(

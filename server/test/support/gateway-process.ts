@@ -144,6 +144,7 @@ export function gatewayEnvironment(config: GatewayConfig, dir: string): Record<s
     SESSION_KEY_PRIVATE_KEY: chain.sessionKeyPrivateKey,
     FACILITATOR_URL: chain.facilitatorUrl,
     CHAIN_POLL_INTERVAL_MS: String(chain.pollIntervalMs),
+    RELAYER_MAX_FEE_PER_GAS_WEI: chain.maxFeePerGasWei?.toString(),
     RATE_LIMIT_MAX: String(limits.rateLimitMax),
     MAX_IN_FLIGHT_PER_PAYER: String(limits.maxInFlightPerPayer),
     IN_FLIGHT_SLOT_TTL_MS: limits.inFlightSlotTtlMs?.toString(),
