@@ -254,19 +254,25 @@ class EnvReader {
   }
 
   integer(name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
-    const raw = this.optional(name);
+    const raw = this.wholeNumber(name);
     if (raw === undefined) return fallback;
-    if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
     const value = Number(raw);
     if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}`);
     return value;
   }
 
+  /** The digits of a whole number, or undefined when unset. */
+  private wholeNumber(name: string): string | undefined {
+    const raw = this.optional(name);
+    if (raw !== undefined && !/^\d+$/.test(raw))
+      throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+    return raw;
+  }
+
   /** A whole number of any size (an amount in wei), or undefined when unset. */
   optionalBigint(name: string, min: bigint): bigint | undefined {
-    const raw = this.optional(name);
+    const raw = this.wholeNumber(name);
     if (raw === undefined) return undefined;
-    if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
     const value = BigInt(raw);
     if (value < min) throw new ConfigError(name, `must be at least ${min}`);
     return value;
