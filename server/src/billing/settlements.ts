@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { type QueryCreator, type Selectable, type SqlBool, sql, type Transaction } from 'kysely';
+import { v7 as timeOrderedUuid } from 'uuid';
 import { type Address, getAddress, type Hex } from 'viem';
 import type { PaymentRail } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
@@ -172,7 +172,8 @@ export async function openSettlement(
       .executeTakeFirst();
     if (!anyUnclaimed) return null;
 
-    const id = randomUUID();
+    // Time-ordered, like request ids: the records it claims are indexed by it.
+    const id = timeOrderedUuid();
     // A payer's settlements are listed newest first by creation time, so two opened within one
     // millisecond (a credit-paid one, then the next) must not share it.
     const latest = await trx

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
 const SERVER_DIR = fileURLToPath(new URL('../..', import.meta.url));
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 type LogLine = Record<string, unknown> & { reqId?: string; msg?: string };
 
@@ -59,7 +59,7 @@ async function linesOf(reqId: string): Promise<LogLine[]> {
   return logs.filter((log) => log.reqId === reqId);
 }
 
-test('a request without an id gets a fresh UUID, in its x-request-id header and in every log line it causes', async () => {
+test('a request without an id gets a fresh UUID (version 7), in its x-request-id header and in every log line it causes', async () => {
   const res = await fetch(`${base}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -85,6 +85,16 @@ test('an id that is not a plain token is replaced, never echoed', async () => {
     expect(id).toMatch(UUID);
     expect((await linesOf(id)).length).toBeGreaterThanOrEqual(1);
   }
+});
+
+test('ids are time-ordered UUIDs (version 7): each later request sorts after the earlier ones', async () => {
+  const ids: string[] = [];
+  for (let i = 0; i < 5; i++) ids.push((await fetch(`${base}/v1/models`)).headers.get('x-request-id') ?? '');
+  for (const id of ids) expect(id).toMatch(UUID);
+  expect([...ids].sort()).toEqual(ids);
+  // The first 48 bits are the issue time in milliseconds.
+  const issuedAt = Number.parseInt(ids[0]?.replace('-', '').slice(0, 12) ?? '', 16);
+  expect(Math.abs(issuedAt - Date.now())).toBeLessThan(60_000);
 });
 
 test('every request gets its own id', async () => {
