@@ -349,15 +349,18 @@ export async function findSettlement(store: Store, id: string): Promise<Settleme
   return row && toSettlement(row);
 }
 
-/** Pending and sent settlements, oldest first: what start-up reconciles against the chain. */
-export async function listUnfinishedSettlements(store: Store): Promise<Settlement[]> {
-  const rows = await store.db
-    .selectFrom('settlements')
-    .selectAll()
-    .where('status', 'in', UNFINISHED)
-    .orderBy('created_at')
-    .orderBy('id')
-    .execute();
+/**
+ * Pending and sent settlements, oldest first: what start-up reconciles against the chain. Only those
+ * of `rail`, and last touched before `olderThan`, when given.
+ */
+export async function listUnfinishedSettlements(
+  store: Store,
+  filter: { rail?: PaymentRail; olderThan?: Date } = {},
+): Promise<Settlement[]> {
+  let query = store.db.selectFrom('settlements').selectAll().where('status', 'in', UNFINISHED);
+  if (filter.rail) query = query.where('rail', '=', filter.rail);
+  if (filter.olderThan) query = query.where('updated_at', '<', BigInt(filter.olderThan.getTime()));
+  const rows = await query.orderBy('created_at').orderBy('id').execute();
   return rows.map(toSettlement);
 }
 

@@ -319,7 +319,14 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
     expect(await idleDebtors(store, hour, { now, rail: 'x402' })).not.toContain(idle);
     expect(debtors).not.toContain(recent);
     expect(debtors).not.toContain(settling);
-    expect((await listUnfinishedSettlements(store)).map((s) => s.id)).toContain(pending!.id);
+    const unfinishedIds = async (filter?: Parameters<typeof listUnfinishedSettlements>[1]) =>
+      (await listUnfinishedSettlements(store, filter)).map((s) => s.id);
+    expect(await unfinishedIds()).toContain(pending!.id);
+    expect(await unfinishedIds({ rail: 'session' })).toContain(pending!.id);
+    expect(await unfinishedIds({ rail: 'x402' })).not.toContain(pending!.id);
+    // Last touched when it was opened (the wall clock): untouched for a minute it is not yet.
+    expect(await unfinishedIds({ olderThan: new Date(Date.now() - 60_000) })).not.toContain(pending!.id);
+    expect(await unfinishedIds({ olderThan: new Date(Date.now() + 60_000) })).toContain(pending!.id);
     await failSettlement(store, pending!.id, 'test');
     expect((await listUnfinishedSettlements(store)).map((s) => s.id)).not.toContain(pending!.id);
     expect(await idleDebtors(store, hour, { now })).toContain(settling);

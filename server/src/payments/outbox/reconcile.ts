@@ -72,10 +72,7 @@ export async function finishUnfinishedSettlements(
   withPayerLock: PayerLock,
   options: { olderThan?: Date } = {},
 ): Promise<Settlement[]> {
-  const cutoff = options.olderThan?.getTime() ?? Number.POSITIVE_INFINITY;
-  const unfinished = (await listUnfinishedSettlements(deps.store)).filter(
-    (settlement) => settlement.rail === 'session' && settlement.updatedAt.getTime() < cutoff,
-  );
+  const unfinished = await listUnfinishedSettlements(deps.store, { ...options, rail: 'session' });
   const finished: Settlement[] = [];
   for (const settlement of unfinished)
     finished.push(await withPayerLock(settlement.payer, () => reconcileSettlement(deps, settlement.id)));

@@ -117,10 +117,7 @@ export async function finishUnfinishedX402Settlements(
   withPayerLock: PayerLock,
   options: { olderThan?: Date } = {},
 ): Promise<Settlement[]> {
-  const cutoff = options.olderThan?.getTime() ?? Number.POSITIVE_INFINITY;
-  const unfinished = (await listUnfinishedSettlements(deps.store)).filter(
-    (settlement) => settlement.rail === 'x402' && settlement.updatedAt.getTime() < cutoff,
-  );
+  const unfinished = await listUnfinishedSettlements(deps.store, { ...options, rail: 'x402' });
   const pending: Settlement[] = [];
   for (const settlement of unfinished) {
     const outcome = await withPayerLock(settlement.payer, async () => {
