@@ -1,5 +1,11 @@
 import type { ProviderRegistry } from '../providers/registry.js';
-import { type ProviderAdapter, ProviderError, type ProviderStream } from '../providers/types.js';
+import {
+  type ProviderAdapter,
+  type ProviderCall,
+  type ProviderCompletion,
+  ProviderError,
+  type ProviderStream,
+} from '../providers/types.js';
 import type { GatewayMetrics, ProviderFailure } from './metrics.js';
 
 /** The registry's adapters, each call timed and its failures counted per provider. */
@@ -27,58 +33,67 @@ function meteredAdapter(
   provider: string,
   metrics: GatewayMetrics,
 ): ProviderAdapter {
-  return {
-    async complete(call) {
-      const started = performance.now();
-      try {
-        const completion = await adapter.complete(call);
-        metrics.providerCall(provider, 'complete', 'ok', elapsedSeconds(started));
-        return completion;
-      } catch (error) {
-        metrics.providerCall(provider, 'complete', outcomeOf(error, call.signal), elapsedSeconds(started));
-        throw error;
-      }
-    },
-    async stream(call) {
-      const started = performance.now();
-      let upstream: ProviderStream;
-      try {
-        upstream = await adapter.stream(call);
-      } catch (error) {
-        metrics.providerCall(provider, 'stream', outcomeOf(error, call.signal), elapsedSeconds(started));
-        throw error;
-      }
-      return {
-        usage: () => upstream.usage(),
-        async *[Symbol.asyncIterator]() {
-          let firstToken = true;
-          let ended = false;
-          try {
-            for await (const part of upstream) {
-              if (firstToken && part.type === 'delta') {
-                firstToken = false;
-                metrics.providerFirstToken(provider, elapsedSeconds(started));
-              }
-              yield part;
+  // Only sending is timed and counted: a call the adapter cannot translate never reaches the provider.
+  const complete = async (call: ProviderCall, send: () => Promise<ProviderCompletion>) => {
+    const started = performance.now();
+    try {
+      const completion = await send();
+      metrics.providerCall(provider, 'complete', 'ok', elapsedSeconds(started));
+      return completion;
+    } catch (error) {
+      metrics.providerCall(provider, 'complete', outcomeOf(error, call.signal), elapsedSeconds(started));
+      throw error;
+    }
+  };
+  const stream = async (call: ProviderCall, send: () => Promise<ProviderStream>): Promise<ProviderStream> => {
+    const started = performance.now();
+    let upstream: ProviderStream;
+    try {
+      upstream = await send();
+    } catch (error) {
+      metrics.providerCall(provider, 'stream', outcomeOf(error, call.signal), elapsedSeconds(started));
+      throw error;
+    }
+    return {
+      usage: () => upstream.usage(),
+      async *[Symbol.asyncIterator]() {
+        let firstToken = true;
+        let ended = false;
+        try {
+          for await (const part of upstream) {
+            if (firstToken && part.type === 'delta') {
+              firstToken = false;
+              metrics.providerFirstToken(provider, elapsedSeconds(started));
             }
-            ended = true;
-            metrics.providerCall(provider, 'stream', 'ok', elapsedSeconds(started));
-          } catch (error) {
-            ended = true;
-            const outcome = outcomeOf(error, call.signal);
-            metrics.providerCall(
-              provider,
-              'stream',
-              outcome === 'connection' ? 'stream' : outcome,
-              elapsedSeconds(started),
-            );
-            throw error;
-          } finally {
-            // The reader stopped early: the gateway, not the provider, ended the call.
-            if (!ended) metrics.providerCall(provider, 'stream', 'cancelled', elapsedSeconds(started));
+            yield part;
           }
-        },
-      };
+          ended = true;
+          metrics.providerCall(provider, 'stream', 'ok', elapsedSeconds(started));
+        } catch (error) {
+          ended = true;
+          const outcome = outcomeOf(error, call.signal);
+          metrics.providerCall(
+            provider,
+            'stream',
+            outcome === 'connection' ? 'stream' : outcome,
+            elapsedSeconds(started),
+          );
+          throw error;
+        } finally {
+          // The reader stopped early: the gateway, not the provider, ended the call.
+          if (!ended) metrics.providerCall(provider, 'stream', 'cancelled', elapsedSeconds(started));
+        }
+      },
+    };
+  };
+  return {
+    prepareCompletion(call) {
+      const send = adapter.prepareCompletion(call);
+      return () => complete(call, send);
+    },
+    prepareStream(call) {
+      const send = adapter.prepareStream(call);
+      return () => stream(call, send);
     },
   };
 }

@@ -8,7 +8,7 @@ import {
   type ProviderStream,
   type StreamPart,
 } from './types.js';
-import type { Upstream } from './upstream.js';
+import type { Upstream, UpstreamRequest } from './upstream.js';
 
 /** An HTTP request to a provider, below its base URL. */
 export interface ProviderRequest {
@@ -49,30 +49,38 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
   };
 
   return {
-    async complete(call) {
-      const body = await upstream.post({ ...family.request(call, false), signal: call.signal });
-      try {
-        return family.completion(JSON.parse(await body.text()));
-      } catch (error) {
-        throw failure(error, call.signal);
-      }
-    },
-
-    async stream(call) {
-      const body = await upstream.post({ ...family.request(call, true), signal: call.signal });
-      const decoder = family.streamDecoder();
-      const parts = async function* (): AsyncGenerator<StreamPart> {
+    prepareCompletion(call) {
+      const request = { ...family.request(call, false), signal: call.signal };
+      return async () => {
+        const body = await upstream.post(request);
         try {
-          for await (const event of serverSentEvents(body)) yield* decoder.decode(event);
-          yield* decoder.end();
+          return family.completion(JSON.parse(await body.text()));
         } catch (error) {
           throw failure(error, call.signal);
         }
       };
-      const stream: ProviderStream = { usage: () => decoder.usage(), [Symbol.asyncIterator]: parts };
-      return stream;
+    },
+
+    prepareStream(call) {
+      const request = { ...family.request(call, true), signal: call.signal };
+      return () => streamOf(call, request);
     },
   };
+
+  async function streamOf(call: ProviderCall, request: UpstreamRequest): Promise<ProviderStream> {
+    const body = await upstream.post(request);
+    const decoder = family.streamDecoder();
+    const parts = async function* (): AsyncGenerator<StreamPart> {
+      try {
+        for await (const event of serverSentEvents(body)) yield* decoder.decode(event);
+        yield* decoder.end();
+      } catch (error) {
+        throw failure(error, call.signal);
+      }
+    };
+    const stream: ProviderStream = { usage: () => decoder.usage(), [Symbol.asyncIterator]: parts };
+    return stream;
+  }
 }
 
 function isReadingError(error: unknown): boolean {

@@ -48,10 +48,15 @@ export interface ProviderStream extends AsyncIterable<StreamPart> {
   usage(): MeteredUsage;
 }
 
+/**
+ * A provider's API in two steps: translating a call (which throws UntranslatableRequestError for one
+ * the provider cannot express, and sends nothing), then sending it. The chat service translates
+ * before it admits the payer, so a request the provider cannot take is refused before any payment work.
+ */
 export interface ProviderAdapter {
-  complete(call: ProviderCall): Promise<ProviderCompletion>;
-  /** Resolves once the upstream accepted the request (so errors before streaming are plain errors). */
-  stream(call: ProviderCall): Promise<ProviderStream>;
+  prepareCompletion(call: ProviderCall): () => Promise<ProviderCompletion>;
+  /** The sender resolves once the upstream accepted the request (so errors before streaming are plain errors). */
+  prepareStream(call: ProviderCall): () => Promise<ProviderStream>;
 }
 
 /**

@@ -134,10 +134,14 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     }
   };
 
-  const complete = async (input: ChatInput, admission: Admission): Promise<ChatCompletion> => {
+  const complete = async (
+    input: ChatInput,
+    admission: Admission,
+    send: () => Promise<ProviderCompletion>,
+  ): Promise<ChatCompletion> => {
     let completion: ProviderCompletion;
     try {
-      completion = await registry.adapterFor(input.model).complete(providerCall(input));
+      completion = await send();
     } catch (error) {
       throw providerFailure(error, input.model) ?? error;
     }
@@ -146,10 +150,14 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     return chatCompletion(answerIdentity(input.model.id), completion, cost);
   };
 
-  const stream = async (input: ChatInput, admission: Admission): Promise<void> => {
+  const stream = async (
+    input: ChatInput,
+    admission: Admission,
+    send: () => Promise<ProviderStream>,
+  ): Promise<void> => {
     let upstream: ProviderStream;
     try {
-      upstream = await registry.adapterFor(input.model).stream(providerCall(input));
+      upstream = await send();
     } catch (error) {
       throw providerFailure(error, input.model) ?? error;
     }
@@ -183,10 +191,24 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
 
   return {
     async handle(input) {
+      // Translated first: a request the provider cannot express is refused before any payment work.
+      const adapter = registry.adapterFor(input.model);
+      let answer: (admission: Admission) => Promise<unknown>;
+      try {
+        if (input.request.stream) {
+          const send = adapter.prepareStream(providerCall(input));
+          answer = (admission) => stream(input, admission, send);
+        } else {
+          const send = adapter.prepareCompletion(providerCall(input));
+          answer = (admission) => complete(input, admission, send);
+        }
+      } catch (error) {
+        throw providerFailure(error, input.model) ?? error;
+      }
       const admission = await admit(input);
       input.response.headers(admission.responseHeaders);
       try {
-        return await (input.request.stream ? stream(input, admission) : complete(input, admission));
+        return await answer(admission);
       } finally {
         admission.release();
       }

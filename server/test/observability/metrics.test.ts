@@ -41,6 +41,10 @@ afterAll(async () => {
   await anthropic?.close();
 });
 
+/** The sum of a metric's samples over all its labels. */
+const total = (samples: Sample[], name: string) =>
+  samples.filter((sample) => sample.name === name).reduce((sum, sample) => sum + sample.value, 0);
+
 async function scrape(gateway = app): Promise<Sample[]> {
   const res = await gateway.inject({ method: 'GET', url: '/metrics' });
   expect(res.statusCode, res.body).toBe(200);
@@ -136,6 +140,21 @@ describe('GET /metrics', () => {
     ).toBe(1);
     const failed = { provider: 'anthropic', mode: 'complete', outcome: 'error' };
     expect(sampleValue(samples, 'paygate_provider_request_duration_seconds_count', failed)).toBe(2);
+  });
+
+  test('a request the provider cannot express is no provider call and no provider error', async () => {
+    const before = await scrape();
+    await expect(
+      client.chat.completions.create({
+        model: MODEL,
+        messages: [
+          { role: 'user', content: [{ type: 'image_url', image_url: { url: 'ftp://example.com/a.png' } }] },
+        ],
+      }),
+    ).rejects.toMatchObject({ status: 400 });
+    const after = await scrape();
+    for (const name of ['paygate_provider_request_duration_seconds_count', 'paygate_provider_errors_total'])
+      expect(total(after, name), name).toBe(total(before, name));
   });
 
   test('each app has its own registry', async () => {

@@ -161,6 +161,39 @@ describe('the ordering rule with the official openai client', () => {
     expect(await balance(treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
   });
 
+  test('a request the provider cannot express is refused (400) before any payment work: nothing settled, nothing forwarded', async () => {
+    const { payer, session, client } = await newSession(0, { salt: 3 });
+    anthropic.script({ text: 'first', usage: SMALL }, { text: 'third', usage: SMALL });
+    await chat(client);
+    const owed = await debtOf(gateway.store, payer.address);
+    const [payerBefore, forwardedBefore] = [await balance(payer.address), anthropic.log.length];
+
+    const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${session.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [
+          { role: 'user', content: [{ type: 'image_url', image_url: { url: 'ftp://example.com/a.png' } }] },
+        ],
+      }),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({
+      error: { code: 'validation_error', field: 'messages[0].content[0].image_url.url' },
+    });
+    expect(res.headers.get('x-settlement-tx')).toBeNull();
+    expect(anthropic.log.length).toBe(forwardedBefore);
+    expect(await balance(payer.address)).toBe(payerBefore);
+    expect(await debtOf(gateway.store, payer.address)).toEqual(owed);
+    expect(await settlementsOf(gateway.store, payer.address)).toEqual([]);
+
+    // The next request the provider can take pays the debt as usual.
+    const next = await chat(client);
+    expect(next.status).toBe(200);
+    expect(next.headers.get('x-settlement-amount')).toBe(SMALL_COST_ATOMIC.toString());
+  });
+
   test('concurrent requests of one payer settle its debt once, in one transaction', async () => {
     const { payer, client } = await newSession(2);
     anthropic.script({ text: 'debt', usage: SMALL });
