@@ -60,9 +60,9 @@ function openEventStream(reply: FastifyReply): EventSink {
     .send(body);
   const open = () => !body.destroyed && !body.writableEnded;
   return {
-    send(data) {
+    send(json) {
       if (!open()) return Promise.resolve();
-      if (body.write(`data: ${JSON.stringify(data)}\n\n`)) return Promise.resolve();
+      if (body.write(`data: ${json}\n\n`)) return Promise.resolve();
       return new Promise((resolve) => {
         const settle = () => {
           body.off('drain', settle);

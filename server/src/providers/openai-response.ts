@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ChatCompletion, ChatCompletionChunk, ChunkDelta } from './openai-types.js';
+import type { ChatCompletion, ChunkDelta } from './openai-types.js';
 import type { ProviderCompletion, StreamPart, TokenUsage } from './types.js';
 import { toOpenAIUsage } from './usage.js';
 
@@ -39,35 +39,37 @@ export function chatCompletion(
   };
 }
 
-/** `chat.completion.chunk`s of one stream: the role opens it, usage closes it. */
-export function openingChunk(identity: AnswerIdentity): ChatCompletionChunk {
-  return chunk(identity, { role: 'assistant', content: '' }, null);
+/**
+ * The JSON text of one stream's `chat.completion.chunk`s (ChatCompletionChunk): the role opens it,
+ * usage closes it. What every chunk of the stream shares is serialized once, and each event adds
+ * only its delta: serializing whole chunk objects cost a stream of 200 events a quarter more CPU.
+ */
+export interface StreamChunks {
+  opening(): string;
+  part(part: StreamPart): string;
+  /** The last chunk: no choices, the usage and what it cost. */
+  usage(usage: TokenUsage, cost: unknown): string;
 }
 
-export function partChunk(identity: AnswerIdentity, part: StreamPart): ChatCompletionChunk {
-  if (part.type === 'finish') return chunk(identity, {}, part.finishReason);
-  return chunk(
-    identity,
-    {
-      ...(part.content !== undefined && { content: part.content }),
-      ...(part.toolCalls !== undefined && { tool_calls: part.toolCalls }),
-    },
-    null,
-  );
-}
-
-export function usageChunk(identity: AnswerIdentity, usage: TokenUsage, cost: unknown): ChatCompletionChunk {
-  return { ...identity, object: 'chat.completion.chunk', choices: [], usage: toOpenAIUsage(usage, cost) };
-}
-
-function chunk(
-  identity: AnswerIdentity,
-  delta: ChunkDelta,
-  finishReason: ChatCompletionChunk['choices'][number]['finish_reason'],
-): ChatCompletionChunk {
+export function streamChunks(identity: AnswerIdentity): StreamChunks {
+  const head =
+    `{"id":${JSON.stringify(identity.id)},"object":"chat.completion.chunk",` +
+    `"created":${identity.created},"model":${JSON.stringify(identity.model)},"choices":`;
+  const choice = (delta: string, finishReason: string) =>
+    `${head}[{"index":0,"delta":${delta},"finish_reason":${finishReason},"logprobs":null}]}`;
   return {
-    ...identity,
-    object: 'chat.completion.chunk',
-    choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }],
+    opening: () => choice('{"role":"assistant","content":""}', 'null'),
+    part: (part) =>
+      part.type === 'finish'
+        ? choice('{}', JSON.stringify(part.finishReason))
+        : choice(JSON.stringify(deltaOf(part)), 'null'),
+    usage: (usage, cost) => `${head}[],"usage":${JSON.stringify(toOpenAIUsage(usage, cost))}}`,
   };
+}
+
+function deltaOf(part: Extract<StreamPart, { type: 'delta' }>): ChunkDelta {
+  const delta: ChunkDelta = {};
+  if (part.content !== undefined) delta.content = part.content;
+  if (part.toolCalls !== undefined) delta.tool_calls = part.toolCalls;
+  return delta;
 }

@@ -2,12 +2,10 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { CatalogModel } from '../catalog/catalog.js';
 import { ApiError } from '../http/errors.js';
 import {
-  type AnswerIdentity,
   answerIdentity,
   chatCompletion,
-  openingChunk,
-  partChunk,
-  usageChunk,
+  type StreamChunks,
+  streamChunks,
 } from '../providers/openai-response.js';
 import type { ChatCompletion, ChatRequest } from '../providers/openai-types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -51,7 +49,7 @@ export interface ChatResponse {
 /** A server-sent event stream as the route writes it. */
 export interface EventSink {
   /** Writes `data: <json>\n\n`; resolves when the client can take more, or is gone. Never rejects. */
-  send(data: unknown): Promise<void>;
+  send(json: string): Promise<void>;
   /** Ends the stream, after `data: [DONE]` when `done`. */
   close(done: boolean): void;
 }
@@ -122,12 +120,12 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
   /** Streams the upstream's parts to the client; returns what ended it early, if anything did. */
   const relay = async (
     sink: EventSink,
-    identity: AnswerIdentity,
+    chunks: StreamChunks,
     upstream: ProviderStream,
   ): Promise<{ failure?: unknown }> => {
     try {
-      await sink.send(openingChunk(identity));
-      for await (const part of upstream) await sink.send(partChunk(identity, part));
+      await sink.send(chunks.opening());
+      for await (const part of upstream) await sink.send(chunks.part(part));
       return {};
     } catch (error) {
       return { failure: error };
@@ -161,19 +159,19 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     } catch (error) {
       throw providerFailure(error, input.model) ?? error;
     }
-    const identity = answerIdentity(input.model.id);
+    const chunks = streamChunks(answerIdentity(input.model.id));
     const sink = input.response.openStream();
-    const { failure } = await relay(sink, identity, upstream);
+    const { failure } = await relay(sink, chunks, upstream);
     const usage = upstream.usage();
     let cost: StatedCost;
     try {
       cost = await record(input, admission, usage);
     } catch (error) {
-      if (!input.signal.aborted) await sink.send({ error: (error as ApiError).toBody() });
+      if (!input.signal.aborted) await sink.send(JSON.stringify({ error: (error as ApiError).toBody() }));
       return sink.close(false);
     }
     if (failure === undefined) {
-      await sink.send(usageChunk(identity, usage, cost));
+      await sink.send(chunks.usage(usage, cost));
       return sink.close(true);
     }
     if (input.signal.aborted) {
@@ -184,7 +182,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
         input.log.error({ err: failure }, 'the stream failed');
         error = new ApiError(500, 'internal_error', 'the gateway failed while streaming this answer');
       }
-      await sink.send({ error: error.toBody() });
+      await sink.send(JSON.stringify({ error: error.toBody() }));
     }
     sink.close(false);
   };

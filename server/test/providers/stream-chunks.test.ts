@@ -1,0 +1,78 @@
+import fc from 'fast-check';
+import { expect, test } from 'vitest';
+import { streamChunks } from '../../src/providers/openai-response.js';
+import type { ChatCompletionChunk, FinishReason } from '../../src/providers/openai-types.js';
+import type { StreamPart, TokenUsage } from '../../src/providers/types.js';
+
+// Ids and model names with characters JSON must escape.
+const identity = { id: 'chatcmpl-"quoted"\\', created: 1_790_000_000, model: 'anthropic/claude\u2028sonnet' };
+const chunks = streamChunks(identity);
+const shared = {
+  id: identity.id,
+  object: 'chat.completion.chunk' as const,
+  created: identity.created,
+  model: identity.model,
+};
+
+const choice = (
+  delta: ChatCompletionChunk['choices'][number]['delta'],
+  finishReason: FinishReason | null,
+): ChatCompletionChunk => ({
+  ...shared,
+  choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }],
+});
+
+test('the opening chunk names the assistant role with empty content', () => {
+  expect(JSON.parse(chunks.opening())).toStrictEqual(choice({ role: 'assistant', content: '' }, null));
+});
+
+test('a delta carries only what it has: content, tool calls, or both', () => {
+  const toolCalls = [
+    { index: 0, id: 'call_1', type: 'function' as const, function: { name: 'f', arguments: '{"a":' } },
+  ];
+  const cases: Array<[StreamPart, ChatCompletionChunk]> = [
+    [{ type: 'delta', content: 'Hel"lo\n\u0000' }, choice({ content: 'Hel"lo\n\u0000' }, null)],
+    [{ type: 'delta', toolCalls }, choice({ tool_calls: toolCalls }, null)],
+    [{ type: 'delta', content: '', toolCalls }, choice({ content: '', tool_calls: toolCalls }, null)],
+    [{ type: 'delta' }, choice({}, null)],
+  ];
+  for (const [part, expected] of cases) expect(JSON.parse(chunks.part(part))).toStrictEqual(expected);
+});
+
+test('the finish chunk has an empty delta and the reason', () => {
+  for (const reason of ['stop', 'length', 'tool_calls', 'content_filter'] as const)
+    expect(JSON.parse(chunks.part({ type: 'finish', finishReason: reason }))).toStrictEqual(
+      choice({}, reason),
+    );
+});
+
+test('the usage chunk has no choices, and the usage with its cost', () => {
+  const usage: TokenUsage = {
+    inputTokens: 10,
+    cacheReadTokens: 3,
+    cacheWriteTokens: 2,
+    outputTokens: 7,
+    reasoningTokens: 1,
+  };
+  const cost = { total: '0.000066', provider: '0.00006', commission: '0.000006', totalPicoUsd: '66000000' };
+  expect(JSON.parse(chunks.usage(usage, cost))).toStrictEqual({
+    ...shared,
+    choices: [],
+    usage: {
+      prompt_tokens: 15,
+      completion_tokens: 8,
+      total_tokens: 23,
+      prompt_tokens_details: { cached_tokens: 3, cache_write_tokens: 2 },
+      completion_tokens_details: { reasoning_tokens: 1 },
+      cost,
+    },
+  });
+});
+
+test('any text in a delta comes back exactly as it went in', () => {
+  fc.assert(
+    fc.property(fc.string({ unit: 'binary' }), (text) => {
+      expect(JSON.parse(chunks.part({ type: 'delta', content: text })).choices[0].delta.content).toBe(text);
+    }),
+  );
+});
