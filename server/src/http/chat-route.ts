@@ -60,9 +60,9 @@ function openEventStream(reply: FastifyReply): EventSink {
     .send(body);
   const open = () => !body.destroyed && !body.writableEnded;
   return {
-    send(json) {
+    send(...events) {
       if (!open()) return Promise.resolve();
-      if (body.write(`data: ${json}\n\n`)) return Promise.resolve();
+      if (body.write(events.map((json) => `data: ${json}\n\n`).join(''))) return Promise.resolve();
       return new Promise((resolve) => {
         const settle = () => {
           body.off('drain', settle);

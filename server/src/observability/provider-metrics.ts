@@ -60,12 +60,12 @@ function meteredAdapter(
         let firstToken = true;
         let ended = false;
         try {
-          for await (const part of upstream) {
-            if (firstToken && part.type === 'delta') {
+          for await (const parts of upstream) {
+            if (firstToken && parts.some((part) => part.type === 'delta')) {
               firstToken = false;
               metrics.providerFirstToken(provider, elapsedSeconds(started));
             }
-            yield part;
+            yield parts;
           }
           ended = true;
           metrics.providerCall(provider, 'stream', 'ok', elapsedSeconds(started));

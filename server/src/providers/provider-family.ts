@@ -70,10 +70,16 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
   async function streamOf(call: ProviderCall, request: UpstreamRequest): Promise<ProviderStream> {
     const body = await upstream.post(request);
     const decoder = family.streamDecoder();
-    const parts = async function* (): AsyncGenerator<StreamPart> {
+    const parts = async function* (): AsyncGenerator<StreamPart[]> {
       try {
-        for await (const event of serverSentEvents(body)) yield* decoder.decode(event);
-        yield* decoder.end();
+        for await (const events of serverSentEvents(body)) {
+          // The parts of the events before one that fails (an error event) still go out first.
+          const { parts, failed } = decodeAll(decoder, events);
+          if (parts.length > 0) yield parts;
+          if (failed) throw failed.error;
+        }
+        const last = decoder.end();
+        if (last.length > 0) yield last;
       } catch (error) {
         throw failure(error, call.signal);
       }
@@ -81,6 +87,21 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
     const stream: ProviderStream = { usage: () => decoder.usage(), [Symbol.asyncIterator]: parts };
     return stream;
   }
+}
+
+function decodeAll(
+  decoder: StreamDecoder,
+  events: EventSourceMessage[],
+): { parts: StreamPart[]; failed?: { error: unknown } } {
+  const parts: StreamPart[] = [];
+  for (const event of events) {
+    try {
+      for (const part of decoder.decode(event)) parts.push(part);
+    } catch (error) {
+      return { parts, failed: { error } };
+    }
+  }
+  return { parts };
 }
 
 function isReadingError(error: unknown): boolean {

@@ -2,8 +2,13 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 
 export type { EventSourceMessage };
 
-/** The server-sent events of a response body, each as soon as its blank line arrives. */
-export async function* serverSentEvents(body: AsyncIterable<Uint8Array>): AsyncGenerator<EventSourceMessage> {
+/**
+ * The server-sent events of a response body, as soon as their blank line arrives: in batches, those
+ * each read of the body completed.
+ */
+export async function* serverSentEvents(
+  body: AsyncIterable<Uint8Array>,
+): AsyncGenerator<EventSourceMessage[]> {
   let pending: EventSourceMessage[] = [];
   const parser = createParser({ onEvent: (event) => pending.push(event) });
   const decoder = new TextDecoder();
@@ -12,10 +17,10 @@ export async function* serverSentEvents(body: AsyncIterable<Uint8Array>): AsyncG
     if (pending.length === 0) continue;
     const ready = pending;
     pending = [];
-    yield* ready;
+    yield ready;
   }
   // A last event without its closing blank line still counts (the spec would drop it): the
   // upstream's final word, such as an error, should not be lost to sloppy framing.
   parser.feed(`${decoder.decode()}\n\n`);
-  yield* pending;
+  if (pending.length > 0) yield pending;
 }

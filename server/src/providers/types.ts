@@ -43,7 +43,11 @@ export type StreamPart =
   | { type: 'delta'; content?: string; toolCalls?: ToolCallDelta[] }
   | { type: 'finish'; finishReason: FinishReason };
 
-export interface ProviderStream extends AsyncIterable<StreamPart> {
+/**
+ * A streamed answer, in batches: the parts of the events one read of the upstream's body completed,
+ * in order (so that the events a read brings are relayed together, not one async step each).
+ */
+export interface ProviderStream extends AsyncIterable<StreamPart[]> {
   /** Usage known so far; exact once the provider has reported its final count. */
   usage(): MeteredUsage;
 }

@@ -48,8 +48,11 @@ export interface ChatResponse {
 
 /** A server-sent event stream as the route writes it. */
 export interface EventSink {
-  /** Writes `data: <json>\n\n`; resolves when the client can take more, or is gone. Never rejects. */
-  send(json: string): Promise<void>;
+  /**
+   * Writes `data: <json>\n\n` for each event, in one write; resolves when the client can take more,
+   * or is gone. Never rejects.
+   */
+  send(...events: string[]): Promise<void>;
   /** Ends the stream, after `data: [DONE]` when `done`. */
   close(done: boolean): void;
 }
@@ -125,7 +128,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
   ): Promise<{ failure?: unknown }> => {
     try {
       await sink.send(chunks.opening());
-      for await (const part of upstream) await sink.send(chunks.part(part));
+      for await (const parts of upstream) await sink.send(...parts.map(chunks.part));
       return {};
     } catch (error) {
       return { failure: error };

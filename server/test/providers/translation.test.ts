@@ -26,8 +26,8 @@ async function* bytes(...pieces: Array<string | Uint8Array>) {
 
 async function eventsOf(source: AsyncIterable<Uint8Array>) {
   const events = [];
-  for await (const message of serverSentEvents(source))
-    events.push({ event: message.event, data: message.data });
+  for await (const batch of serverSentEvents(source))
+    for (const message of batch) events.push({ event: message.event, data: message.data });
   return events;
 }
 
