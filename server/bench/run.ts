@@ -9,6 +9,8 @@
  *   - for reference, a bare proxy on the gateway's HTTP stack (bench/bare-proxy.ts, same node flags):
  *     the ceiling of any Node.js proxy on this machine, and what the gateway's features cost;
  *   - the same streaming: time to the first byte of the answer;
+ *   - long streamed answers (LONG_STREAM_EVENTS text events each, the simulator echoing a long
+ *     prompt): streams per second and the gateway's CPU time per stream, i.e. per relayed event;
  *   - autocannon's requests per second on the same load;
  *   - one payer's sequential paid requests (each settles the previous one on chain) against
  *     sequential unpaid ones: the time a settlement adds.
@@ -90,6 +92,8 @@ interface ModeResult extends Measured {
   mode: 'sqlite' | 'postgres';
   /** Gateway CPU time per non-streaming request: steadier than req/s on a machine doing other work. */
   cpuMsPerRequest: number;
+  /** Gateway CPU time per long stream. */
+  cpuMsPerLongStream: number;
   autocannon: LoadResult;
   rssBytes: number;
   /** V8 heap of the gateway after the run, from its /metrics: used (live and not yet collected) and total. */
@@ -106,6 +110,11 @@ const anthropicHeaders = {
   'anthropic-version': '2023-06-01',
 };
 const prompt = [{ role: 'user', content: 'hi' }];
+/** The simulator echoes the prompt word by word: "echo:" and 199 words make 200 text events. */
+const LONG_STREAM_EVENTS = 200;
+const longPrompt = [
+  { role: 'user', content: Array.from({ length: LONG_STREAM_EVENTS - 1 }, (_, i) => `w${i}`).join(' ') },
+];
 
 function load(scenario: Scenario): Promise<LoadResult> {
   return startTs('bench/load.ts', [JSON.stringify(scenario)]).result<LoadResult>();
@@ -150,6 +159,8 @@ interface Floor {
 interface Measured {
   whole: LoadResult;
   firstByte: LoadResult;
+  /** Long streamed answers, read to their end. */
+  longStream: LoadResult;
   /** The same with one connection. */
   serialWhole: LoadResult;
   serialFirstByte: LoadResult;
@@ -274,13 +285,20 @@ async function benchMode(
 
 const chatTarget =
   (gatewayUrl: string) =>
-  (model: string, stream: boolean, payers: string[]): Target => ({
+  (model: string, stream: boolean, payers: string[], long = false): Target => ({
     url: gatewayUrl,
     path: '/v1/chat/completions',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model, messages: prompt, max_tokens: 16, stream }),
+    body: JSON.stringify({ model, ...chatBody(stream, long) }),
     tokens: payers,
   });
+
+/** The prompt and bound of a request, short or long (LONG_STREAM_EVENTS events when streamed). */
+const chatBody = (stream: boolean, long: boolean) => ({
+  messages: long ? longPrompt : prompt,
+  max_tokens: long ? LONG_STREAM_EVENTS + 16 : 16,
+  stream,
+});
 
 /** The gateway as deployed by default: load with nothing owed, then the paid path settled on arrival. */
 async function measureGateway(
@@ -303,6 +321,10 @@ async function measureGateway(
     const cpuMsPerRequest = ((await cpuMilliseconds(pid)) - cpuBefore) / whole.sent;
     console.error(`[${mode}] streaming load (first byte)`);
     const firstByte = await load(closedLoop(chat(FREE_MODEL, true, perConnection), true));
+    console.error(`[${mode}] long streams (${LONG_STREAM_EVENTS} events each)`);
+    const cpuBeforeLong = await cpuMilliseconds(pid);
+    const longStream = await load(closedLoop(chat(FREE_MODEL, true, perConnection, true), false));
+    const cpuMsPerLongStream = ((await cpuMilliseconds(pid)) - cpuBeforeLong) / longStream.sent;
     console.error(`[${mode}] one connection`);
     const serialWhole = await load(oneAtATime(chat(FREE_MODEL, false, perConnection), false));
     const serialFirstByte = await load(oneAtATime(chat(FREE_MODEL, true, perConnection), true));
@@ -331,6 +353,8 @@ async function measureGateway(
       whole,
       cpuMsPerRequest,
       firstByte,
+      longStream,
+      cpuMsPerLongStream,
       serialWhole,
       serialFirstByte,
       autocannon,
@@ -470,13 +494,27 @@ function report(direct: Measured & { autocannon: LoadResult }, floor: Floor, mod
         '',
       ]);
   row(
+    `long streams (${LONG_STREAM_EVENTS} events)/s`,
+    direct.longStream.requestsPerSecond.toFixed(0),
+    (m) => [m.longStream.requestsPerSecond.toFixed(0), '', ''],
+  );
+  row('CPU ms/long stream', '', (m) => [
+    ms(m.cpuMsPerLongStream),
+    `${((m.cpuMsPerLongStream * 1000) / LONG_STREAM_EVENTS).toFixed(1)} us/event`,
+    '',
+  ]);
+  row(
     'CPU ms/request',
     '',
     (m) => [ms(m.cpuMsPerRequest), '', `<= 0.2 for 5000/s on a core`],
     ms(floor.cpuMsPerRequest),
   );
   const failures = (r: Measured) =>
-    r.whole.failures + r.firstByte.failures + r.serialWhole.failures + r.serialFirstByte.failures;
+    r.whole.failures +
+    r.firstByte.failures +
+    r.longStream.failures +
+    r.serialWhole.failures +
+    r.serialFirstByte.failures;
   row('failed requests', String(failures(direct)), (m) => [
     String(failures(m) + m.autocannon.failures),
     '',
@@ -533,17 +571,18 @@ async function main() {
   const simulator = startTs('bench/simulator.ts');
   try {
     const { url: simulatorUrl } = await simulator.firstJson<{ url: string }>();
-    const directTarget = (stream: boolean): Target => ({
+    const directTarget = (stream: boolean, long = false): Target => ({
       url: simulatorUrl,
       path: '/v1/messages',
       headers: anthropicHeaders,
-      body: JSON.stringify({ model: 'claude-bench', max_tokens: 16, messages: prompt, stream }),
+      body: JSON.stringify({ model: 'claude-bench', ...chatBody(stream, long) }),
     });
     console.error('[direct] warm-up, then non-streaming, streaming, autocannon');
     await warmUp(directTarget, true);
     const direct = {
       whole: await load(closedLoop(directTarget(false), false)),
       firstByte: await load(closedLoop(directTarget(true), true)),
+      longStream: await load(closedLoop(directTarget(true, true), false)),
       serialWhole: await load(oneAtATime(directTarget(false), false)),
       serialFirstByte: await load(oneAtATime(directTarget(true), true)),
       autocannon: await load({
