@@ -29,6 +29,7 @@ import { createChainClient, delegationEnvironment } from './payments/chain-clien
 import { createPaymentGate } from './payments/gate.js';
 import { localInFlightLimiter } from './payments/in-flight.js';
 import { redisInFlightLimiter } from './payments/in-flight-redis.js';
+import { storeOnceSends } from './payments/once-sends.js';
 import { storeSendLock } from './payments/relayer.js';
 import { createSessionRail } from './payments/session-rail.js';
 import { createX402Rail, gatewayFacilitator } from './payments/x402/index.js';
@@ -87,7 +88,10 @@ export async function buildApp(
   const store = overrides.store ?? openStore(config.databaseUrl);
   await migrateToLatest(store);
   // Every instance sharing the store sends from the same relayer key: one nonce at a time among them.
-  const chain = createChainClient(config.chain, { sendLock: storeSendLock(store) });
+  const chain = createChainClient(config.chain, {
+    sendLock: storeSendLock(store),
+    onceSends: storeOnceSends(store),
+  });
   const metrics = createGatewayMetrics({
     ledger: () => readLedgerSnapshot(store),
     onLedgerError: (error) => app.log.warn({ err: error }, 'metrics: the ledger could not be read'),

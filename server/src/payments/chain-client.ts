@@ -16,6 +16,7 @@ import {
 import { privateKeyToAccount } from 'viem/accounts';
 import { type ChainConfig, ConfigError } from '../config.js';
 import { deployedEnvironment } from './delegation-framework.js';
+import type { OnceSends } from './once-sends.js';
 import { createRelayer, type Relayer, type SendLock } from './relayer.js';
 
 /** The token's identity as EIP-712 signers (x402, permits) and wallets need it. */
@@ -45,6 +46,8 @@ export interface ChainClient {
 export interface ChainClientOptions {
   /** Serializes the relayer's sends; in this process when absent (one gateway sends from the key). */
   sendLock?: SendLock;
+  /** Where the relayer remembers the transactions no settlement records; in this process when absent. */
+  onceSends?: OnceSends;
 }
 
 export function createChainClient(chain: ChainConfig, options: ChainClientOptions = {}): ChainClient {
@@ -71,6 +74,7 @@ export function createChainClient(chain: ChainConfig, options: ChainClientOption
     relayer: createRelayer(publicClient, privateKeyToAccount(chain.sessionKeyPrivateKey), chain.chainId, {
       lock: options.sendLock,
       maxFeePerGas: chain.maxFeePerGasWei,
+      sends: options.onceSends,
     }),
     usdc,
     treasury: getAddress(chain.treasuryAddress),

@@ -12,6 +12,7 @@ import {
 } from 'viem';
 import type { Store } from '../store/database.js';
 import { KeyedMutex } from '../store/payer-lock.js';
+import { type OnceSends, processOnceSends } from './once-sends.js';
 
 /** A transaction signed by the relayer, not necessarily broadcast. */
 export interface SignedTransaction {
@@ -62,7 +63,7 @@ export interface Relayer {
    * `submit` for a transaction nothing records (a smart account's deployment), once per `key`: while
    * the one sent under `key` is not mined, it is returned instead of another queued behind it, and
    * once it waited `staleMs` it is replaced at the market's fees (or broadcast again, in case the
-   * node lost it). Remembered in this process only.
+   * node lost it). Remembered in `RelayerOptions.sends` (stored before each broadcast).
    */
   submitOnce(key: string, call: RelayerCall, staleMs: number): Promise<SignedTransaction>;
   /** Broadcasts an already signed transaction again (recovery). Resolves when the node holds or mined it. */
@@ -135,6 +136,8 @@ export interface RelayerOptions {
    * at this fee, and a stuck one is not replaced above it. Unset: the market's fees.
    */
   maxFeePerGas?: bigint;
+  /** Where `submitOnce` remembers what it sent (default: this process only). */
+  sends?: OnceSends;
 }
 
 /** A refused nonce means another transaction took it: sign again with the next one, a few times. */
@@ -166,7 +169,7 @@ export function createRelayer(
   chainId: number,
   options: RelayerOptions = {},
 ): Relayer {
-  const { lock = processSendLock(), maxFeePerGas: cap } = options;
+  const { lock = processSendLock(), maxFeePerGas: cap, sends = processOnceSends() } = options;
   // What this process sent last: with a shared lock, a floor under a node that lags behind.
   let nextNonce: number | undefined;
   const pendingCount = () => client.getTransactionCount({ address: account.address, blockTag: 'pending' });
@@ -182,9 +185,6 @@ export function createRelayer(
       throw new BroadcastError(NONCE_REFUSED.test(message) ? 'nonce' : 'unknown', hash, error);
     }
   };
-
-  // Unrecorded transactions by key (`submitOnce`), until their nonce is used.
-  const unrecorded = new Map<string, { tx: SignedTransaction; sentAt: number }>();
 
   const relayer: Relayer = {
     address: account.address,
@@ -256,20 +256,21 @@ export function createRelayer(
     },
 
     async submitOnce(key, call, staleMs) {
-      const used = await client.getTransactionCount({ address: account.address, blockTag: 'latest' });
-      for (const [known, { tx }] of unrecorded) if (tx.nonce < used) unrecorded.delete(known);
-      const earlier = unrecorded.get(key);
+      const sender = account.address;
+      await sends.forgetBelow(
+        sender,
+        await client.getTransactionCount({ address: sender, blockTag: 'latest' }),
+      );
+      const earlier = await sends.get(sender, key);
       if (earlier && Date.now() - earlier.sentAt < staleMs) return earlier.tx;
-      let tx: SignedTransaction;
-      if (earlier) {
-        const replacement = await relayer.replaceIfUnderpriced(earlier.tx.raw, async () => {});
-        if (!replacement) await relayer.rebroadcast(earlier.tx.raw);
-        tx = replacement ?? earlier.tx;
-      } else {
-        tx = await relayer.submit(call, async () => {});
-      }
-      unrecorded.set(key, { tx, sentAt: Date.now() });
-      return tx;
+      const remember = (tx: SignedTransaction) => sends.put(sender, key, { tx, sentAt: Date.now() });
+      if (!earlier) return relayer.submit(call, remember);
+      const replacement = await relayer.replaceIfUnderpriced(earlier.tx.raw, remember);
+      if (replacement) return replacement;
+      await relayer.rebroadcast(earlier.tx.raw);
+      // Its wait starts again.
+      await remember(earlier.tx);
+      return earlier.tx;
     },
 
     async waitForReceipt(args) {

@@ -204,8 +204,9 @@ async function ensureDeployed(
       throw new SettlementRefusedError('account_not_deployed', undefined, owed);
     throw unavailable(error);
   }
-  // Nothing to record: deploying twice is impossible, and a lost deployment is simply redone. Sent
-  // once while unmined, so a deployment stuck below the market is replaced, not queued behind.
+  // No settlement records it (deploying twice is impossible, and a lost deployment is simply
+  // redone): sent once while unmined, remembered in the store across restarts and instances, so a
+  // deployment stuck below the market is replaced, not queued behind.
   const sent = await chain.relayer
     .submitOnce(
       `deploy:${account}`,

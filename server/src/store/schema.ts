@@ -100,10 +100,21 @@ export interface X402AuthorizationsTable {
   from_block: NullableInt;
 }
 
+/** A relayer transaction no settlement records (a deployment), until its nonce is used. */
+export interface RelayerSendsTable {
+  sender: Address;
+  key: string;
+  tx_hash: Hex;
+  tx_raw: Hex;
+  nonce: Int;
+  sent_at: Millis;
+}
+
 export interface Database {
   payers: PayersTable;
   sessions: SessionsTable;
   usage_records: UsageRecordsTable;
   settlements: SettlementsTable;
   x402_authorizations: X402AuthorizationsTable;
+  relayer_sends: RelayerSendsTable;
 }

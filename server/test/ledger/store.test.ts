@@ -19,7 +19,7 @@ const run = promisify(execFile);
 const scratch = mkdtempSync(join(tmpdir(), 'paygate-store-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-const TABLES = ['payers', 'sessions', 'settlements', 'usage_records', 'x402_authorizations'];
+const TABLES = ['payers', 'sessions', 'settlements', 'usage_records', 'x402_authorizations', 'relayer_sends'];
 
 describe('SQLite file store', () => {
   test('the gateway creates the file and its directory at start, in WAL mode, migrated', async () => {

@@ -5,6 +5,7 @@ import * as x402SettlementLookup from './0003-x402-settlement-lookup.js';
 import * as owedRecords from './0004-owed-records.js';
 import * as claimedRecordsIndex from './0005-claimed-records-index.js';
 import * as replacedTransactions from './0006-replaced-transactions.js';
+import * as relayerSends from './0007-relayer-sends.js';
 
 /**
  * Every migration of the store, applied in name order. To add one: a new file
@@ -17,4 +18,5 @@ export const migrations: Record<string, Migration> = {
   '0004-owed-records': owedRecords,
   '0005-claimed-records-index': claimedRecordsIndex,
   '0006-replaced-transactions': replacedTransactions,
+  '0007-relayer-sends': relayerSends,
 };
