@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import { debtOf, findUsageRecord, recordUsage, UsageConflictError } from '../../src/billing/ledger.js';
 import {
   confirmSettlement,
@@ -18,7 +18,7 @@ import {
 import { createUsageRecorder } from '../../src/billing/usage-recorder.js';
 import { loadCatalog } from '../../src/catalog/catalog.js';
 import type { Store } from '../../src/store/database.js';
-import { createTestDatabase, type TestDatabase, testDialects } from '../support/db.js';
+import { testDialects, withTestStore } from '../support/db.js';
 
 const newPayer = () => privateKeyToAddress(generatePrivateKey());
 let sequence = 0;
@@ -50,13 +50,10 @@ async function record(store: Store, payer: `0x${string}`, totalPicoUsd: bigint, 
 }
 
 describe.each(testDialects)('ledger on %s', (dialect) => {
-  let database: TestDatabase;
   let store: Store;
-  beforeAll(async () => {
-    database = await createTestDatabase(dialect);
-    store = await database.open();
+  withTestStore(dialect, (opened) => {
+    store = opened;
   });
-  afterAll(() => database.drop());
 
   test('a usage record is stored exactly, with checksummed payer, and idempotent on its request id', async () => {
     const payer = newPayer();

@@ -1,12 +1,12 @@
 import { sql } from 'kysely';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { debtOf, findUsageRecord, recordUsages, UsageConflictError } from '../../src/billing/ledger.js';
 import { idleDebtors, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
 import { createUsageRecorder } from '../../src/billing/usage-recorder.js';
 import { loadCatalog } from '../../src/catalog/catalog.js';
 import type { Store } from '../../src/store/database.js';
-import { createTestDatabase, type TestDatabase, testDialects } from '../support/db.js';
+import { testDialects, withTestStore } from '../support/db.js';
 
 /**
  * The hot path of a payer that owes nothing (free models, or everything settled): no settlement is
@@ -34,13 +34,10 @@ const entry = (payer: `0x${string}`, totalPicoUsd: bigint, createdAt?: Date) => 
 });
 
 describe.each(testDialects)('nothing owed, on %s', (dialect) => {
-  let database: TestDatabase;
   let store: Store;
-  beforeAll(async () => {
-    database = await createTestDatabase(dialect);
-    store = await database.open();
+  withTestStore(dialect, (opened) => {
+    store = opened;
   });
-  afterAll(() => database.drop());
 
   test("a settlement's records are found through an index that holds claimed records only", async () => {
     const plan =

@@ -5,7 +5,7 @@ import { createLocalChain, type LocalChain } from '../../devkit/chain/index.js';
 import { storeOnceSends } from '../../src/payments/once-sends.js';
 import { createRelayer } from '../../src/payments/relayer.js';
 import type { Store } from '../../src/store/database.js';
-import { createTestDatabase, type TestDatabase, testDialects } from '../support/db.js';
+import { testDialects, withTestStore } from '../support/db.js';
 
 // A transaction no settlement records (a smart account's deployment) is remembered in the store
 // from before its broadcast until its nonce is used: a restarted gateway, or another instance,
@@ -18,13 +18,10 @@ const signed = (nonce: number) => {
 };
 
 describe.each(testDialects)('remembered sends on %s', (dialect) => {
-  let database: TestDatabase;
   let store: Store;
-  beforeAll(async () => {
-    database = await createTestDatabase(dialect);
-    store = await database.open();
+  withTestStore(dialect, (opened) => {
+    store = opened;
   });
-  afterAll(() => database.drop());
 
   test('kept by sender and key, replaced by a later send under the key, forgotten once the nonce is used', async () => {
     const sends = storeOnceSends(store);
@@ -48,16 +45,14 @@ describe.each(testDialects)('remembered sends on %s', (dialect) => {
 
 describe('a relayer restarted while its deployment is stuck', () => {
   let local: LocalChain;
-  let database: TestDatabase;
   let store: Store;
+  withTestStore('sqlite', (opened) => {
+    store = opened;
+  });
   beforeAll(async () => {
-    [local, database] = await Promise.all([createLocalChain(), createTestDatabase('sqlite')]);
-    store = await database.open();
+    local = await createLocalChain();
   });
-  afterAll(async () => {
-    await local?.stop();
-    await database?.drop();
-  });
+  afterAll(() => local?.stop());
 
   test('replaces it under its nonce, where one remembering only in process would queue another behind it', async () => {
     const account = privateKeyToAccount(local.accounts.payers[5]!.privateKey);

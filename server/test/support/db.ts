@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 import { openStore, type Store, type StoreOptions } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 
@@ -21,6 +22,19 @@ export interface TestDatabase {
   /** Opens a store on it with the migrations applied; closed by `drop`. */
   open(options?: StoreOptions): Promise<Store>;
   drop(): Promise<void>;
+}
+
+/**
+ * A migrated store of its own for the tests of the enclosing file or describe block: created and
+ * handed to `use` before them, dropped after them.
+ */
+export function withTestStore(dialect: TestDialect, use: (store: Store) => void): void {
+  let database: TestDatabase | undefined;
+  beforeAll(async () => {
+    database = await createTestDatabase(dialect);
+    use(await database.open());
+  });
+  afterAll(() => database?.drop());
 }
 
 export async function createTestDatabase(dialect: TestDialect): Promise<TestDatabase> {
