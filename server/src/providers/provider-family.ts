@@ -74,9 +74,9 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
       try {
         for await (const events of serverSentEvents(body)) {
           // The parts of the events before one that fails (an error event) still go out first.
-          const { parts, failed } = decodeAll(decoder, events);
-          if (parts.length > 0) yield parts;
-          if (failed) throw failed.error;
+          const decoded = decodeAll(decoder, events);
+          if (decoded.parts.length > 0) yield decoded.parts;
+          if (decoded.failed) throw decoded.failed.error;
         }
         const last = decoder.end();
         if (last.length > 0) yield last;
@@ -89,6 +89,7 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
   }
 }
 
+/** The parts of the events, in order, up to the first event that fails to decode (and its error). */
 function decodeAll(
   decoder: StreamDecoder,
   events: EventSourceMessage[],
