@@ -1,7 +1,7 @@
 import type { Caveat } from '@metamask/smart-accounts-kit';
 import { type Address, concat, getAddress, type Hex, pad, toHex } from 'viem';
-import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
-import { createLocalChain, type LocalChain, type PayerAccount } from '../../devkit/chain/index.js';
+import { afterAll, describe, expect, onTestFinished, test } from 'vitest';
+import type { LocalChain, PayerAccount } from '../../devkit/chain/index.js';
 import { buildApp } from '../../src/app.js';
 import {
   buildSessionDelegation,
@@ -21,26 +21,23 @@ import {
   openaiFor,
   type Simulator,
   sessionGatewayConfig,
-  startAnthropicSimulator,
   startGateway,
-  temporaryDatabase,
+  withSessionStack,
 } from './harness.js';
 
 let local: LocalChain;
 let anthropic: Simulator<AnthropicStep>;
-let database: ReturnType<typeof temporaryDatabase>;
 let gateway: GatewayUnderTest;
 let terms: SessionTerms;
 let payer: PayerAccount;
 
 const MAX_LIFETIME_SECONDS = 7 * 86_400;
 
-beforeAll(async () => {
-  [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
-  database = temporaryDatabase();
+withSessionStack(async (stack) => {
+  ({ local, anthropic } = stack);
   gateway = await startGateway(
     sessionGatewayConfig(local, anthropic, {
-      databaseUrl: database.url,
+      databaseUrl: stack.database.url,
       limits: { sessionMaxLifetimeSeconds: MAX_LIFETIME_SECONDS, sessionMinCapAtomic: 10_000n },
     }),
   );
@@ -48,11 +45,7 @@ beforeAll(async () => {
   payer = await newPayer(local, 0);
 });
 
-afterAll(async () => {
-  await gateway?.close();
-  await Promise.all([anthropic?.close(), local?.stop()]);
-  database?.remove();
-});
+afterAll(() => gateway?.close());
 
 /** POST /v1/authorize as any client would send it. */
 async function post(body: unknown, signature?: Hex) {

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, expect, onTestFinished, test, vi } from 'vitest';
-import { createLocalChain, type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { afterAll, expect, onTestFinished, test, vi } from 'vitest';
+import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { createChainClient } from '../../src/payments/chain-client.js';
@@ -15,32 +15,26 @@ import {
   SMALL,
   SMALL_COST_ATOMIC,
   sessionGatewayConfig,
-  startAnthropicSimulator,
   startGateway,
   temporaryDatabase,
+  withSessionStack,
 } from './harness.js';
 
 let local: LocalChain;
 let anthropic: Simulator<AnthropicStep>;
-let database: ReturnType<typeof temporaryDatabase>;
 let gateway: GatewayUnderTest;
 
-beforeAll(async () => {
-  [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
-  database = temporaryDatabase();
+withSessionStack(async (stack) => {
+  ({ local, anthropic } = stack);
   const config = sessionGatewayConfig(local, anthropic, {
-    databaseUrl: database.url,
+    databaseUrl: stack.database.url,
     limits: { collectorIdleMs: 300, collectorIntervalMs: 100 },
   });
   // The real /health checks: the collector's among them.
   gateway = await startGateway(config, {});
 });
 
-afterAll(async () => {
-  await gateway?.close();
-  await Promise.all([anthropic?.close(), local?.stop()]);
-  database?.remove();
-});
+afterAll(() => gateway?.close());
 
 interface CollectorHealth {
   status: string;

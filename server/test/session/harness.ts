@@ -1,11 +1,17 @@
 import OpenAI from 'openai';
 import type { Hex } from 'viem';
-import { createPayerAccount, type LocalChain, type PayerAccount } from '../../devkit/chain/index.js';
+import { afterAll, beforeAll } from 'vitest';
+import {
+  createLocalChain,
+  createPayerAccount,
+  type LocalChain,
+  type PayerAccount,
+} from '../../devkit/chain/index.js';
 import { type AnthropicStep, startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import type { Simulator } from '../../devkit/simulators/simulator-server.js';
 import { type AuthorizedSession, authorizeWithSmartAccount } from '../../src/client/index.js';
 import type { GatewayConfig, LimitsConfig } from '../../src/config.js';
-import { chainGatewayConfig, type GatewayUnderTest } from '../support/chain-gateway.js';
+import { chainGatewayConfig, type GatewayUnderTest, temporaryDatabase } from '../support/chain-gateway.js';
 
 export { type GatewayUnderTest, startGateway, temporaryDatabase } from '../support/chain-gateway.js';
 export type { AnthropicStep, Simulator };
@@ -20,6 +26,31 @@ export const SMALL = { input_tokens: 10, output_tokens: 2 } as const;
 export const SMALL_COST_ATOMIC = 66n;
 export const ODD = { input_tokens: 1, output_tokens: 0 } as const;
 export const ODD_COST_PICO = 3_300_000n;
+
+/** What a session test file runs against: a local chain, the Anthropic simulator, a database file. */
+export interface SessionStack {
+  local: LocalChain;
+  anthropic: Simulator<AnthropicStep>;
+  database: ReturnType<typeof temporaryDatabase>;
+}
+
+/**
+ * Starts the stack before the file's tests and hands it to `use` (which starts the file's gateways);
+ * stops it after the file's own `afterAll` hooks (Vitest runs those in reverse order), so after its
+ * gateways.
+ */
+export function withSessionStack(use: (stack: SessionStack) => Promise<void>): void {
+  let stack: Partial<SessionStack> = {};
+  beforeAll(async () => {
+    const [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
+    stack = { local, anthropic, database: temporaryDatabase() };
+    await use(stack as SessionStack);
+  });
+  afterAll(async () => {
+    await Promise.all([stack.anthropic?.close(), stack.local?.stop()]);
+    stack.database?.remove();
+  });
+}
 
 /** The gateway's config for the local chain; idle debts are left alone unless a test asks for the collector. */
 export function sessionGatewayConfig(

@@ -1,7 +1,6 @@
 import type { Address } from 'viem';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { afterAll, expect, test } from 'vitest';
 import {
-  createLocalChain,
   createLocalWalletClient,
   type LocalChain,
   type PayerAccount,
@@ -22,31 +21,28 @@ import {
   type GatewayUnderTest,
   newPayer,
   openaiFor,
+  type SessionStack,
   type Simulator,
   SMALL,
   SMALL_COST_ATOMIC,
   sessionGatewayConfig,
-  startAnthropicSimulator,
   startGateway,
-  temporaryDatabase,
+  withSessionStack,
 } from './harness.js';
 
 let local: LocalChain;
 let anthropic: Simulator<AnthropicStep>;
-let database: ReturnType<typeof temporaryDatabase>;
+let database: SessionStack['database'];
 let config: GatewayConfig;
 const running: GatewayUnderTest[] = [];
 
-beforeAll(async () => {
-  [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
-  database = temporaryDatabase();
+withSessionStack(async (stack) => {
+  ({ local, anthropic, database } = stack);
   config = sessionGatewayConfig(local, anthropic, { databaseUrl: database.url });
 });
 
 afterAll(async () => {
   for (const gateway of running) await gateway.close();
-  await Promise.all([anthropic?.close(), local?.stop()]);
-  database?.remove();
 });
 
 async function start(): Promise<GatewayUnderTest> {

@@ -1,6 +1,6 @@
 import type { Address } from 'viem';
-import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import { createLocalChain, type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { afterAll, describe, expect, test, vi } from 'vitest';
+import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { openStore, type Store } from '../../src/store/database.js';
@@ -13,24 +13,21 @@ import {
   openaiFor,
   type Simulator,
   sessionGatewayConfig,
-  startAnthropicSimulator,
   startGateway,
-  temporaryDatabase,
+  withSessionStack,
 } from './harness.js';
 
 // SETTLE_ON_COMPLETION=true: a paid request's debt is settled as soon as its usage is recorded.
 let local: LocalChain;
 let anthropic: Simulator<AnthropicStep>;
-let database: ReturnType<typeof temporaryDatabase>;
 let probe: OrderingProbe;
 let probeStore: Store;
 let gateway: GatewayUnderTest;
 
-beforeAll(async () => {
-  [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
-  database = temporaryDatabase();
-  const config = sessionGatewayConfig(local, anthropic, { databaseUrl: database.url });
-  probeStore = openStore(database.url);
+withSessionStack(async (stack) => {
+  ({ local, anthropic } = stack);
+  const config = sessionGatewayConfig(local, anthropic, { databaseUrl: stack.database.url });
+  probeStore = openStore(stack.database.url);
   probe = await startOrderingProbe({
     upstreamUrl: anthropic.url,
     store: probeStore,
@@ -47,8 +44,6 @@ afterAll(async () => {
   await gateway?.close();
   await probe?.close();
   await probeStore?.close();
-  await Promise.all([anthropic?.close(), local?.stop()]);
-  database?.remove();
 });
 
 const confirmedAtomic = async (payer: Address) =>

@@ -1,13 +1,7 @@
 import { contracts } from '@metamask/smart-accounts-kit';
 import { type Address, getAddress, type Hash, parseEventLogs } from 'viem';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import {
-  createLocalChain,
-  type LocalChain,
-  type PayerAccount,
-  testUsdcAbi,
-  usdcBalance,
-} from '../../devkit/chain/index.js';
+import { afterAll, describe, expect, test } from 'vitest';
+import { type LocalChain, type PayerAccount, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
 import type { AuthorizedSession } from '../../src/client/index.js';
@@ -25,31 +19,27 @@ import {
   SMALL,
   SMALL_COST_ATOMIC,
   sessionGatewayConfig,
-  startAnthropicSimulator,
   startGateway,
-  temporaryDatabase,
+  withSessionStack,
 } from './harness.js';
 
 let local: LocalChain;
 let anthropic: Simulator<AnthropicStep>;
-let database: ReturnType<typeof temporaryDatabase>;
 let gateway: GatewayUnderTest;
 let treasury: Address;
 
-beforeAll(async () => {
-  [local, anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
+withSessionStack(async (stack) => {
+  ({ local, anthropic } = stack);
   treasury = local.accounts.treasury.address;
-  database = temporaryDatabase();
   gateway = await startGateway(
-    sessionGatewayConfig(local, anthropic, { databaseUrl: database.url, limits: { maxInFlightPerPayer: 2 } }),
+    sessionGatewayConfig(local, anthropic, {
+      databaseUrl: stack.database.url,
+      limits: { maxInFlightPerPayer: 2 },
+    }),
   );
 });
 
-afterAll(async () => {
-  await gateway?.close();
-  await Promise.all([anthropic?.close(), local?.stop()]);
-  database?.remove();
-});
+afterAll(() => gateway?.close());
 
 const balance = (address: Address) => usdcBalance(local, address);
 
