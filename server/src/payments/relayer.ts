@@ -186,6 +186,17 @@ export function createRelayer(
     }
   };
 
+  /** Signs an EIP-1559 transaction and hands it to `record`: nothing is broadcast before that resolves. */
+  const signRecorded = async (
+    tx: TransactionFees & { to: Address; data?: Hex; gas: bigint; value?: bigint; nonce: number },
+    record: (tx: SignedTransaction) => Promise<void>,
+  ): Promise<SignedTransaction> => {
+    const raw = await account.signTransaction({ type: 'eip1559', chainId, ...tx });
+    const signed = { raw, hash: keccak256(raw), nonce: tx.nonce };
+    await record(signed);
+    return signed;
+  };
+
   const relayer: Relayer = {
     address: account.address,
 
@@ -195,20 +206,9 @@ export function createRelayer(
         const nonce = lock.shared
           ? Math.max(nextNonce ?? 0, await pendingCount())
           : (nextNonce ?? (await pendingCount()));
-        const raw = await account.signTransaction({
-          type: 'eip1559',
-          chainId,
-          nonce,
-          to: call.to,
-          data: call.data,
-          gas: call.gas,
-          maxFeePerGas: fees.maxFeePerGas,
-          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-        });
-        const signed = { raw, hash: keccak256(raw), nonce };
-        await record(signed);
+        const signed = await signRecorded({ ...call, ...fees, nonce }, record);
         try {
-          await broadcast(raw);
+          await broadcast(signed.raw);
           nextNonce = nonce + 1;
         } catch (error) {
           // Whatever the node holds now, its pending count says where the next nonce is.
@@ -238,19 +238,8 @@ export function createRelayer(
       );
       if (!fees) return null;
       return lock.run(account.address, async () => {
-        const replacement = await account.signTransaction({
-          type: 'eip1559',
-          chainId,
-          nonce,
-          to,
-          data,
-          gas,
-          value,
-          ...fees,
-        });
-        const signed = { raw: replacement, hash: keccak256(replacement), nonce };
-        await record(signed);
-        await broadcast(replacement);
+        const signed = await signRecorded({ to, data, gas, value, ...fees, nonce }, record);
+        await broadcast(signed.raw);
         return signed;
       });
     },
