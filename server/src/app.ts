@@ -1,6 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { v7 as timeOrderedUuid } from 'uuid';
 import { authenticateAuthorization, type CallerChecks, installJwt, walletOfToken } from './auth/jwt.js';
 import { debtOf } from './billing/ledger.js';
 import { retryingRecorder } from './billing/retrying-recorder.js';
@@ -39,6 +38,7 @@ import { type ChatService, createChatService } from './services/chat-service.js'
 import { isStoreUnavailable, openStore, pingStore, type Store } from './store/database.js';
 import { migrateToLatest } from './store/migrate.js';
 import { isSessionActive, revokeSession } from './store/sessions.js';
+import { timeOrderedId } from './store/time-ordered-id.js';
 import { GATEWAY_VERSION } from './version.js';
 
 /** The parts the app is made of; tests replace some of them. */
@@ -179,7 +179,7 @@ export async function buildApp(
     // The request id keys the usage record, so the gateway makes it; a client's own id would let
     // it collide with (and be billed as a retry of) an earlier request. Time-ordered (UUIDv7): new
     // usage records land at the end of the ledger's primary-key index instead of on a random page.
-    genReqId: () => timeOrderedUuid(),
+    genReqId: () => timeOrderedId(),
     ajv: {
       customOptions: {
         coerceTypes: false,

@@ -1,11 +1,11 @@
 import { type QueryCreator, type Selectable, type SqlBool, sql, type Transaction } from 'kysely';
-import { v7 as timeOrderedUuid } from 'uuid';
 import { type Address, getAddress, type Hex } from 'viem';
 import type { PaymentRail } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
 import { preparedQuery } from '../store/prepared-query.js';
 import type { Database, SettlementStatusColumn, SettlementsTable } from '../store/schema.js';
 import { selectActiveSession } from '../store/sessions.js';
+import { timeOrderedId } from '../store/time-ordered-id.js';
 import { atomicCovering, PICO_PER_ATOMIC } from './money.js';
 
 export type SettlementStatus = SettlementStatusColumn;
@@ -173,7 +173,7 @@ export async function openSettlement(
     if (!anyUnclaimed) return null;
 
     // Time-ordered, like request ids: the records it claims are indexed by it.
-    const id = timeOrderedUuid();
+    const id = timeOrderedId();
     // A payer's settlements are listed newest first by creation time, so two opened within one
     // millisecond (a credit-paid one, then the next) must not share it.
     const latest = await trx
