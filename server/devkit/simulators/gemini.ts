@@ -56,20 +56,33 @@ const ENDPOINT = /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateCon
 
 type Part =
   | { text: string; thought?: true }
-  | { functionCall: { name: string; args: Record<string, unknown>; id?: string } };
+  | { functionCall: { name: string; args: Record<string, unknown>; id?: string }; thoughtSignature?: string };
+
+/** Models that sign their function calls and require the signatures back (Gemini 3). */
+const SIGNING_MODEL = /^gemini-3/;
+/** What Google documents as accepted in place of a signature, for histories Gemini did not write. */
+const SIGNATURE_PLACEHOLDERS = new Set([
+  'skip_thought_signature_validator',
+  'context_engineering_is_the_way_to_go',
+]);
 
 export function startGeminiSimulator(options: SimulatorOptions = {}): Promise<Simulator<GeminiStep>> {
+  const signatures = new Set<string>();
   return startSimulator<GeminiStep>(async (exchange, next) => {
     const url = new URL(exchange.request.path, 'http://simulator');
     const endpoint = ENDPOINT.exec(url.pathname);
-    const refusal = refusalOf(exchange.request, endpoint !== null, url);
-    if (refusal) return exchange.json(refusal.status, errorBody(refusal));
     const [, model = '', method] = endpoint ?? [];
+    const modelName = decodeURIComponent(model);
+    const refusal =
+      refusalOf(exchange.request, endpoint !== null, url) ??
+      (SIGNING_MODEL.test(modelName) ? unsignedCallOf(exchange.request.body, signatures) : undefined);
+    if (refusal) return exchange.json(refusal.status, errorBody(refusal));
     const body = exchange.request.body;
     const step = next() ?? defaultReply(body);
     if ('hang' in step) return exchange.hang();
     if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
-    const chunks = responseChunks(body, step, decodeURIComponent(model));
+    const chunks = responseChunks(body, step, modelName);
+    if (SIGNING_MODEL.test(modelName)) signFirstCall(chunks, signatures);
     if (method === 'generateContent') {
       if (step.delayMs) await sleep(step.delayMs);
       return exchange.json(200, merged(chunks));
@@ -99,6 +112,45 @@ function refusalOf(request: LoggedRequest, known: boolean, url: URL): ScriptedHt
   if (!Array.isArray(body.contents) || body.contents.length === 0)
     return { status: 400, message: '* GenerateContentRequest.contents: contents is not specified' };
   return undefined;
+}
+
+/**
+ * Gemini 3's check of the current turn (everything after the last user text): in each model step,
+ * the first function call carries a signature the API issued, or one of the documented placeholders.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+function unsignedCallOf(body: any, issued: Set<string>): ScriptedHttpError | undefined {
+  const contents: Array<{ role?: string; parts?: Part[] }> = body.contents;
+  const turnStart = contents.findLastIndex(
+    (content) => content.role === 'user' && (content.parts ?? []).some((part) => 'text' in part),
+  );
+  for (let i = turnStart + 1; i < contents.length; i++) {
+    const content = contents[i];
+    if (content?.role !== 'model') continue;
+    const first = content.parts?.find((part) => 'functionCall' in part);
+    if (!first || !('functionCall' in first)) continue;
+    const signature = first.thoughtSignature;
+    if (signature === undefined)
+      return {
+        status: 400,
+        message: `Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call \`default_api:${first.functionCall.name}\` , position ${i + 1}. please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.`,
+      };
+    if (!issued.has(signature) && !SIGNATURE_PLACEHOLDERS.has(signature))
+      return { status: 400, message: 'Corrupted thought signature.' };
+  }
+  return undefined;
+}
+
+/** Gemini 3 signs the first function call of each answer with an opaque signature. */
+function signFirstCall(chunks: ReturnType<typeof responseChunks>, issued: Set<string>): void {
+  for (const chunk of chunks)
+    for (const part of chunk.candidates[0]?.content?.parts ?? [])
+      if ('functionCall' in part) {
+        const signature = Buffer.from(`signature:${randomId('')}`).toString('base64');
+        issued.add(signature);
+        part.thoughtSignature = signature;
+        return;
+      }
 }
 
 function errorBody(error: ScriptedHttpError) {

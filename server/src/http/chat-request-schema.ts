@@ -52,6 +52,13 @@ const toolCall = {
       required: ['name', 'arguments'],
       properties: { name: { type: 'string', minLength: 1 }, arguments: { type: 'string' } },
     },
+    // Given back as the answer carried it (Gemini's thought signature, see providers/gemini.ts).
+    extra_content: {
+      type: 'object',
+      properties: {
+        google: { type: 'object', properties: { thought_signature: { type: 'string', minLength: 1 } } },
+      },
+    },
   },
 };
 

@@ -10,6 +10,9 @@
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
  *   implies; data URLs go as `inlineData`.
  * - Thought parts (`thought: true`) are not part of the OpenAI answer; their tokens are reasoning tokens.
+ * - A function call's thought signature (Gemini 3 refuses a conversation whose current turn lacks
+ *   them) travels as Google's OpenAI-compatible endpoint carries it: the tool call's
+ *   `extra_content.google.thought_signature`, out in the answer and back in the assistant message.
  */
 import type { CatalogModel } from '../catalog/catalog.js';
 import { imageSource, mediaTypeOfUrl, newToolCallId, textOf, toolArguments } from './message-parts.js';
@@ -29,8 +32,10 @@ type GeminiPart =
   | { text: string; thought?: boolean }
   | { inlineData: { mimeType: string; data: string } }
   | { fileData: { fileUri: string; mimeType: string } }
-  | { functionCall: { name: string; args: Record<string, unknown>; id?: string } }
+  | { functionCall: { name: string; args: Record<string, unknown>; id?: string }; thoughtSignature?: string }
   | { functionResponse: { name: string; response: Record<string, unknown> } };
+
+type FunctionCallPart = Extract<GeminiPart, { functionCall: unknown }>;
 
 export interface GeminiContent {
   role: 'user' | 'model';
@@ -141,11 +146,13 @@ export function geminiContents(messages: ChatMessage[]): {
       parts = contentParts(message, at);
       message.tool_calls?.forEach((call, j) => {
         functionNames.set(call.id, call.function.name);
+        const signature = call.extra_content?.google?.thought_signature;
         parts.push({
           functionCall: {
             name: call.function.name,
             args: toolArguments(call.function.arguments, `${at}.tool_calls[${j}].function.arguments`),
           },
+          ...(signature !== undefined && { thoughtSignature: signature }),
         });
       });
     }
@@ -188,7 +195,7 @@ export function geminiCompletion(body: GeminiResponse): ProviderCompletion {
   const toolCalls: ToolCall[] = [];
   for (const part of candidate?.content?.parts ?? []) {
     if ('text' in part && !part.thought) text += part.text;
-    else if ('functionCall' in part) toolCalls.push(toolCallOf(part.functionCall));
+    else if ('functionCall' in part) toolCalls.push(toolCallOf(part));
   }
   const blocked = candidate === undefined && body.promptFeedback?.blockReason !== undefined;
   return {
@@ -201,11 +208,14 @@ export function geminiCompletion(body: GeminiResponse): ProviderCompletion {
   };
 }
 
-function toolCallOf(call: { name: string; args?: Record<string, unknown>; id?: string }): ToolCall {
+function toolCallOf({ functionCall: call, thoughtSignature }: FunctionCallPart): ToolCall {
   return {
     id: call.id || newToolCallId(),
     type: 'function',
     function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) },
+    ...(thoughtSignature !== undefined && {
+      extra_content: { google: { thought_signature: thoughtSignature } },
+    }),
   };
 }
 
@@ -261,7 +271,7 @@ export class GeminiStreamDecoder implements StreamDecoder {
       if ('text' in part && !part.thought && part.text !== '')
         parts.push({ type: 'delta', content: part.text });
       else if ('functionCall' in part) {
-        const call = toolCallOf(part.functionCall);
+        const call = toolCallOf(part);
         parts.push({ type: 'delta', toolCalls: [{ index: this.toolCalls++, ...call }] });
       }
     }

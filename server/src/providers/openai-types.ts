@@ -17,10 +17,19 @@ export interface ImagePart {
 
 export type ContentPart = TextPart | ImagePart;
 
+/**
+ * What a provider needs back with a tool call on the next turn, as Google's OpenAI-compatible API
+ * names it: Gemini's thought signature of the call.
+ */
+export interface ToolCallExtraContent {
+  google?: { thought_signature?: string };
+}
+
 export interface ToolCall {
   id: string;
   type: 'function';
   function: { name: string; arguments: string };
+  extra_content?: ToolCallExtraContent;
 }
 
 export interface ChatMessage {
@@ -91,6 +100,7 @@ export interface ToolCallDelta {
   id?: string;
   type?: 'function';
   function?: { name?: string; arguments?: string };
+  extra_content?: ToolCallExtraContent;
 }
 
 export interface ChunkDelta {

@@ -269,6 +269,14 @@ describe('refused just outside each bound, naming the field', () => {
       'messages[1].tool_calls[0].function.arguments',
     ],
     [
+      'a thought signature that is not a string',
+      withMessages(user, {
+        role: 'assistant',
+        tool_calls: [{ ...call, extra_content: { google: { thought_signature: 42 } } }],
+      }),
+      'messages[1].tool_calls[0].extra_content.google.thought_signature',
+    ],
+    [
       'a tool message without tool_call_id',
       withMessages(toolTurn[0], toolTurn[1], { role: 'tool', content: 'sunny' }),
       'messages[2].tool_call_id',

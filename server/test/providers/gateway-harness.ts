@@ -12,13 +12,26 @@ import { testConfig } from '../support/config.js';
 
 export type Harness = Awaited<ReturnType<typeof startHarness>>;
 
-/** The shipped catalog plus one OpenAI-compatible upstream, `local`, served by its simulator. */
+/**
+ * The shipped catalog plus a Gemini 3 model (it signs its function calls) and one OpenAI-compatible
+ * upstream, `local`, served by its simulator.
+ */
 function catalogWith(localUrl: string): Catalog {
   const shipped = loadCatalog();
   return parseCatalog({
     upstreams: { local: { baseUrl: `${localUrl}/v1`, apiKeyEnv: 'PAYGATE_TEST_LOCAL_KEY' } },
     models: [
       ...shipped.models,
+      {
+        id: 'google/gemini-3-pro-preview',
+        provider: 'google',
+        providerModel: 'gemini-3-pro-preview',
+        name: 'Gemini 3 Pro (preview)',
+        contextLength: 1048576,
+        maxOutputTokens: 65536,
+        defaultMaxTokens: 8192,
+        pricing: { input: '2', output: '12', cacheRead: '0.2' },
+      },
       {
         id: 'local/llama-3.1-8b',
         provider: 'local',

@@ -1,4 +1,5 @@
 import type OpenAI from 'openai';
+import { APIError } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { statedCost } from '../support/chat-doubles.js';
 import { collect, type Harness, startHarness } from './gateway-harness.js';
@@ -300,5 +301,137 @@ describe('Gemini behind /v1/chat/completions', () => {
       { role: 'model', parts: [{ text: 'Hi! How can I help?' }] },
       { role: 'user', parts: [{ text: 'Tell me a joke.' }, { text: 'A short one.' }] },
     ]);
+  });
+});
+
+describe('Gemini 3 thought signatures', () => {
+  const GEMINI_3 = 'google/gemini-3-pro-preview';
+  type ToolCall = OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall & {
+    extra_content?: { google?: { thought_signature?: string } };
+  };
+  const signatureOf = (call: ToolCall | undefined) => call?.extra_content?.google?.thought_signature;
+
+  test("a call's signature goes out in extra_content and back as the part's thoughtSignature: the next step is accepted", async () => {
+    h.gemini.script({
+      toolCalls: [
+        { name: 'get_weather', arguments: { city: 'Oslo' } },
+        { name: 'get_weather', arguments: { city: 'Rome' } },
+      ],
+    });
+    const question = { role: 'user' as const, content: 'Oslo and Rome?' };
+    const first = await h.client.chat.completions.create({
+      model: GEMINI_3,
+      messages: [question],
+      tools: [weatherTool],
+    });
+    const message = first.choices[0]!.message;
+    const [oslo, rome] = message.tool_calls as ToolCall[];
+    // Gemini signs the first call of a step; parallel calls after it carry none.
+    expect(signatureOf(oslo)).toEqual(expect.any(String));
+    expect(rome?.extra_content).toBeUndefined();
+
+    h.gemini.script({ text: 'Cold in Oslo, warm in Rome.' });
+    const second = await h.client.chat.completions.create({
+      model: GEMINI_3,
+      messages: [
+        question,
+        message as OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam,
+        { role: 'tool', tool_call_id: oslo!.id, content: '{"temp":-3}' },
+        { role: 'tool', tool_call_id: rome!.id, content: '{"temp":24}' },
+      ],
+      tools: [weatherTool],
+    });
+    expect(second.choices[0]!.message.content).toBe('Cold in Oslo, warm in Rome.');
+    expect(lastSent().body.contents[1]).toEqual({
+      role: 'model',
+      parts: [
+        {
+          functionCall: { name: 'get_weather', args: { city: 'Oslo' } },
+          thoughtSignature: signatureOf(oslo),
+        },
+        { functionCall: { name: 'get_weather', args: { city: 'Rome' } } },
+      ],
+    });
+  });
+
+  test('in a stream the signature comes with the call; steps of one turn each keep their own', async () => {
+    const question = { role: 'user' as const, content: 'Weather in Oslo, then in Rome?' };
+    /** One streamed step: its tool call, and the assistant message a client builds from the deltas. */
+    const streamedStep = async (messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[]) => {
+      const chunks = await collect(
+        await h.client.chat.completions.create({
+          model: GEMINI_3,
+          messages,
+          tools: [weatherTool],
+          stream: true,
+        }),
+      );
+      const [delta] = chunks.flatMap((chunk) => chunk.choices[0]?.delta.tool_calls ?? []) as ToolCall[];
+      const call: ToolCall = {
+        id: delta!.id,
+        type: 'function',
+        function: delta!.function,
+        extra_content: delta!.extra_content,
+      };
+      return { call, message: { role: 'assistant' as const, content: null, tool_calls: [call] } };
+    };
+    h.gemini.script({ toolCalls: [{ name: 'get_weather', arguments: { city: 'Oslo' } }] });
+    const oslo = await streamedStep([question]);
+    h.gemini.script({ toolCalls: [{ name: 'get_weather', arguments: { city: 'Rome' } }] });
+    const history = [
+      question,
+      oslo.message,
+      { role: 'tool' as const, tool_call_id: oslo.call.id, content: '-3' },
+    ];
+    const rome = await streamedStep(history);
+    expect(signatureOf(oslo.call)).toEqual(expect.any(String));
+    expect(signatureOf(rome.call)).toEqual(expect.any(String));
+    expect(signatureOf(rome.call)).not.toBe(signatureOf(oslo.call));
+
+    h.gemini.script({ text: 'Cold, then warm.' });
+    const answer = await h.client.chat.completions.create({
+      model: GEMINI_3,
+      messages: [...history, rome.message, { role: 'tool', tool_call_id: rome.call.id, content: '24' }],
+      tools: [weatherTool],
+    });
+    expect(answer.choices[0]!.message.content).toBe('Cold, then warm.');
+    const signatures = lastSent()
+      .body.contents.flatMap((content: { parts: Array<{ thoughtSignature?: string }> }) => content.parts)
+      .map((part: { thoughtSignature?: string }) => part.thoughtSignature)
+      .filter(Boolean);
+    expect(signatures).toEqual([signatureOf(oslo.call), signatureOf(rome.call)]);
+  });
+
+  test('a history without the signature is refused by Gemini 3: a 502 naming the upstream 400 and its reason', async () => {
+    const error = await h.client.chat.completions
+      .create({
+        model: GEMINI_3,
+        messages: [
+          { role: 'user', content: 'Weather in Oslo?' },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [
+              {
+                id: 'call_1',
+                type: 'function',
+                function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
+              },
+            ],
+          },
+          { role: 'tool', tool_call_id: 'call_1', content: '-3' },
+        ],
+        tools: [weatherTool],
+      })
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(APIError);
+    expect((error as APIError).status).toBe(502);
+    expect((error as APIError).error).toMatchObject({
+      code: 'provider_error',
+      details: {
+        upstreamStatus: 400,
+        upstreamMessage: expect.stringContaining('missing a thought_signature'),
+      },
+    });
   });
 });
