@@ -51,13 +51,16 @@ export interface Relayer {
   submit(call: RelayerCall, record: (tx: SignedTransaction) => Promise<void>): Promise<SignedTransaction>;
   /**
    * Replaces `raw` (a transaction it signed, not mined) when the market's fees are above what it
-   * offers: signs it again under its own nonce at `replacementFees`, hands that to `record` and only
-   * then broadcasts it. Resolves with the replacement, or null when the market asks no more than it
-   * offers. Throws `BroadcastError` as `submit` does.
+   * offers: signs it again under its own nonce at `replacementFees`, hands that to `record` (with
+   * the hash it replaces) and only then broadcasts it. A node asking a larger raise than an eighth
+   * (geth's `--txpool.pricebump` set higher) refuses it as underpriced: it is replaced in turn,
+   * raised another eighth, up to `NONCE_ATTEMPTS` sends in all. Resolves with the replacement the
+   * node took, or null when the market asks no more than `raw` offers. Throws `BroadcastError` as
+   * `submit` does.
    */
   replaceIfUnderpriced(
     raw: Hex,
-    record: (tx: SignedTransaction) => Promise<void>,
+    record: (tx: SignedTransaction, replaced: Hash) => Promise<void>,
   ): Promise<SignedTransaction | null>;
   /**
    * `submit` for a transaction nothing records (a smart account's deployment), once per `key`: while
@@ -100,14 +103,19 @@ export function replacementFees(
     market.maxPriorityFeePerGas <= offered.maxPriorityFeePerGas
   )
     return null;
+  return raisedFees(offered, market, cap);
+}
+
+/** Each fee at least `floor`'s and an eighth above `offered`'s, neither above `cap` (null when that leaves no raise). */
+function raisedFees(offered: TransactionFees, floor: TransactionFees, cap?: bigint): TransactionFees | null {
   const raised = (fee: bigint) => fee + fee / 8n + 1n;
   const max = (a: bigint, b: bigint) => (a > b ? a : b);
   const maxPriorityFeePerGas = capped(
-    max(market.maxPriorityFeePerGas, raised(offered.maxPriorityFeePerGas)),
+    max(floor.maxPriorityFeePerGas, raised(offered.maxPriorityFeePerGas)),
     cap,
   );
   const maxFeePerGas = capped(
-    max(max(market.maxFeePerGas, raised(offered.maxFeePerGas)), maxPriorityFeePerGas),
+    max(max(floor.maxFeePerGas, raised(offered.maxFeePerGas)), maxPriorityFeePerGas),
     cap,
   );
   if (
@@ -148,18 +156,24 @@ export const NONCE_ATTEMPTS = 3;
  * cannot be mined. `unknown`: the call failed on the way; the node may or may not hold it.
  */
 export class BroadcastError extends Error {
+  /** The nonce is held by a pending transaction that this one, as a replacement, does not outbid enough. */
+  readonly replacementUnderpriced: boolean;
+
   constructor(
     readonly kind: 'nonce' | 'unknown',
     readonly hash: Hash,
     cause: unknown,
   ) {
-    super(`broadcast of ${hash} failed: ${describeError(cause)}`, { cause });
+    const message = describeError(cause);
+    super(`broadcast of ${hash} failed: ${message}`, { cause });
     this.name = 'BroadcastError';
+    this.replacementUnderpriced = REPLACEMENT_UNDERPRICED.test(message);
   }
 }
 
 // Node wording differs (geth, reth, anvil): these mean "the pool already holds this very transaction".
 const ALREADY_KNOWN = /already known|known transaction|already imported|transaction already exists/i;
+const REPLACEMENT_UNDERPRICED = /replacement transaction underpriced/i;
 const NONCE_REFUSED =
   /nonce too low|nonce has already been used|replacement transaction underpriced|nonce.*too high/i;
 
@@ -231,16 +245,30 @@ export function createRelayer(
         maxPriorityFeePerGas === undefined
       )
         throw new Error('only an EIP-1559 transaction this relayer signed can be replaced');
-      const fees = replacementFees(
+      const first = replacementFees(
         { maxFeePerGas, maxPriorityFeePerGas },
         await client.estimateFeesPerGas(),
         cap,
       );
-      if (!fees) return null;
+      if (!first) return null;
       return lock.run(account.address, async () => {
-        const signed = await signRecorded({ to, data, gas, value, ...fees, nonce }, record);
-        await broadcast(signed.raw);
-        return signed;
+        let fees = first;
+        let replaced = keccak256(raw);
+        for (let attempt = 1; ; attempt++) {
+          const signed = await signRecorded({ to, data, gas, value, ...fees, nonce }, (tx) =>
+            record(tx, replaced),
+          );
+          try {
+            await broadcast(signed.raw);
+            return signed;
+          } catch (error) {
+            const outbid = error instanceof BroadcastError && error.replacementUnderpriced;
+            const raised = outbid && attempt < NONCE_ATTEMPTS ? raisedFees(fees, fees, cap) : null;
+            if (!raised) throw error;
+            fees = raised;
+            replaced = signed.hash;
+          }
+        }
       });
     },
 

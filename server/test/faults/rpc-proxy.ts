@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { type Hex, parseTransaction, recoverTransactionAddress } from 'viem';
 
 type Mode = 'pass' | 'down' | 'stall';
 
@@ -23,6 +24,12 @@ export interface RpcProxy {
   stallFrom(method: string): Promise<void>;
   /** The next call of `method` is answered; every call after it waits. Resolves once it was answered. */
   stallAfter(method: string): Promise<void>;
+  /**
+   * From now on the node takes a replacement (same sender and nonce as a transaction it took) only
+   * with both fees raised by `percent` (geth's `--txpool.pricebump`; its default is 10); else the
+   * broadcast is refused as `replacement transaction underpriced`.
+   */
+  requirePriceBump(percent: number): void;
   /** The JSON-RPC methods called so far, in order. */
   methods: string[];
   close(): Promise<void>;
@@ -35,8 +42,13 @@ interface Trigger {
   fired: () => void;
 }
 
+/** A transaction's sender and nonce, and the fees of the one the node took under them. */
+type PooledFees = Map<string, { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }>;
+
 export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
   let mode: Mode = 'pass';
+  let priceBump: number | undefined;
+  const pooled: PooledFees = new Map();
   const methods: string[] = [];
   const triggers: Trigger[] = [];
   let wake: Array<() => void> = [];
@@ -64,6 +76,28 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
       req.socket.resetAndDestroy();
       return;
     }
+    const sent = priceBump === undefined ? undefined : await sentTransaction(body);
+    if (sent) {
+      const earlier = pooled.get(sent.key);
+      const bumped = (fee: bigint, before: bigint) => fee * 100n >= before * BigInt(100 + (priceBump ?? 0));
+      if (
+        earlier &&
+        !(
+          bumped(sent.fees.maxFeePerGas, earlier.maxFeePerGas) &&
+          bumped(sent.fees.maxPriorityFeePerGas, earlier.maxPriorityFeePerGas)
+        )
+      ) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id: sent.id,
+            error: { code: -32000, message: 'replacement transaction underpriced' },
+          }),
+        );
+        return;
+      }
+    }
     let answer: Response;
     try {
       answer = await fetch(targetUrl, {
@@ -76,6 +110,7 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
       return;
     }
     const text = await answer.text();
+    if (sent && !text.includes('"error"')) pooled.set(sent.key, sent.fees);
     res.writeHead(answer.status, { 'content-type': 'application/json' });
     res.end(text);
     for (const method of called) fire(method, 'after');
@@ -94,6 +129,9 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
     downFrom: (method) => arm(method, 'down', 'before'),
     stallFrom: (method) => arm(method, 'stall', 'before'),
     stallAfter: (method) => arm(method, 'stall', 'after'),
+    requirePriceBump: (percent) => {
+      priceBump = percent;
+    },
     methods,
     async close() {
       setMode('down');
@@ -112,6 +150,21 @@ function methodsOf(body: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** The transaction of a single `eth_sendRawTransaction` call: its sender and nonce, and its fees. */
+async function sentTransaction(body: string) {
+  let call: { id?: unknown; method?: string; params?: unknown[] };
+  try {
+    call = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  if (call.method !== 'eth_sendRawTransaction') return undefined;
+  const raw = call.params?.[0] as Hex;
+  const { nonce, maxFeePerGas = 0n, maxPriorityFeePerGas = 0n } = parseTransaction(raw);
+  const sender = await recoverTransactionAddress({ serializedTransaction: raw as never });
+  return { id: call.id, key: `${sender}:${nonce}`, fees: { maxFeePerGas, maxPriorityFeePerGas } };
 }
 
 async function readBody(req: IncomingMessage): Promise<string> {

@@ -127,3 +127,38 @@ test('a deployment stuck below the market is replaced, not queued behind: the ac
   expect(probe.violations).toEqual([]);
   await stack.expectLedgerMatchesChain([payer.address]);
 });
+
+test('a node asking a larger raise than an eighth refuses the replacement: it is raised again, mined, and pays once', async () => {
+  const { local, probe, rpc } = stack;
+  // As geth with --txpool.pricebump=25: an eighth more is refused, two eighths (26.6%) are taken.
+  rpc.requirePriceBump(25);
+  const payer = await stack.owingPayer(3);
+  await pauseMining();
+  const waiting = probe.chat(payer.client(), payer.address);
+  const stuck = await vi.waitFor(
+    async () => {
+      const [settlement] = await settlementsOf(stack.store, payer.address);
+      expect(settlement?.status).toBe('sent');
+      expect((await local.testClient.getTxpoolStatus()).pending).toBe(1);
+      return settlement as Settlement & { txHash: Hex };
+    },
+    { timeout: 10_000, interval: 20 },
+  );
+  const offered = await local.publicClient.getTransaction({ hash: stuck.txHash });
+  await local.testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: (offered.maxFeePerGas as bigint) * 10n });
+  await local.testClient.setIntervalMining({ interval: 1 });
+  expect(await waiting).toMatchObject({ status: 503, code: 'payments_unavailable' });
+
+  await sleep(stuck.updatedAt.getTime() + FAULT_LIMITS.settlementTimeoutMs! - Date.now());
+  const served = await probe.chat(payer.client(), payer.address);
+  expect(served.status).toBe(200);
+  const [settlement] = await settlementsOf(stack.store, payer.address);
+  // The refused replacement stays on the settlement (recorded before its broadcast); the second is mined.
+  expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST });
+  expect(settlement?.replacedTxHashes).toHaveLength(2);
+  expect(settlement?.replacedTxHashes[0]).toBe(stuck.txHash);
+  const mined = await local.publicClient.getTransaction({ hash: settlement?.txHash as Hex });
+  expect(mined.maxPriorityFeePerGas! * 100n).toBeGreaterThanOrEqual(offered.maxPriorityFeePerGas! * 125n);
+  expect(probe.violations).toEqual([]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+});

@@ -181,8 +181,8 @@ async function replaceIfUnderpriced(
   raw: Hex,
 ): Promise<Hash | null> {
   try {
-    const replacement = await deps.chain.relayer.replaceIfUnderpriced(raw, async (tx) => {
-      await replaceSettlementTransaction(deps.store, settlement.id, hash, tx);
+    const replacement = await deps.chain.relayer.replaceIfUnderpriced(raw, async (tx, replaced) => {
+      await replaceSettlementTransaction(deps.store, settlement.id, replaced, tx);
     });
     if (!replacement) return hash;
     deps.metrics?.replaced(settlement.rail);
