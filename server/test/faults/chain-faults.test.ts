@@ -1,35 +1,26 @@
 import { expect, test } from 'vitest';
-import { SMALL_COST, SMALL_USAGE, useFaultStack } from './harness.js';
+import { SMALL_COST, useFaultStack } from './harness.js';
 
 // The chain's RPC fails at each step of a settlement while a gateway process settles a payer's
 // debt: before anything is sent, right after the broadcast, and on the broadcast itself.
 const stack = useFaultStack();
 
 test('RPC down while the debt is settled: 503, nothing forwarded, the debt paid once it is back', async () => {
-  const { rpc, probe } = stack;
+  const { rpc } = stack;
   const payer = await stack.owingPayer(0);
-  const forwarded = probe.forwarded();
-  rpc.down();
-  try {
-    const refused = await probe.chat(payer.client(), payer.address);
-    expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
-    expect(refused.headers.get('retry-after')).not.toBeNull();
-  } finally {
-    rpc.pass();
-  }
-  expect(probe.forwarded()).toBe(forwarded);
+  const refused = await stack.refusedWhileCut(
+    payer,
+    { cut: rpc.down, restore: rpc.pass },
+    '503 payments_unavailable',
+  );
+  expect(refused.headers.get('retry-after')).not.toBeNull();
 
-  stack.anthropic.script({ text: 'paid', usage: SMALL_USAGE });
-  const served = await probe.chat(payer.client(), payer.address);
-  expect(served.status).toBe(200);
-  expect(served.headers.get('x-settlement-amount')).toBe(SMALL_COST.toString());
-  expect(probe.violations).toEqual([]);
+  await stack.servedPayingDebt(payer);
   // The attempt that could not reach the chain released its claim; one payment, not two.
   expect(await stack.settlementStates(payer.address)).toEqual([
     `confirmed ${SMALL_COST}`,
     `failed ${SMALL_COST}`,
   ]);
-  await stack.expectLedgerMatchesChain([payer.address]);
 });
 
 test('RPC stalls right after the broadcast: 503, then the mined payment is recognised, not paid again', async () => {

@@ -24,7 +24,7 @@ import { migrateToLatest } from '../../src/store/migrate.js';
 import { chainGatewayConfig } from '../support/chain-gateway.js';
 import { type GatewayProcess, gatewayEnvironment, startGatewayProcess } from '../support/gateway-process.js';
 import { confirmedAmount, reconcileWithChain } from '../support/ledger-checks.js';
-import { type OrderingProbe, startOrderingProbe } from '../support/ordering-probe.js';
+import { type OrderingProbe, type ProbedAnswer, startOrderingProbe } from '../support/ordering-probe.js';
 import { type RpcProxy, startRpcProxy } from './rpc-proxy.js';
 
 /**
@@ -57,6 +57,20 @@ export interface FaultStack {
   sessionPayer(owner: number, options?: { deployed?: boolean }): Promise<SessionPayer>;
   /** A session payer whose one answered request (`SMALL_USAGE`) is owed. */
   owingPayer(owner: number, options?: { deployed?: boolean }): Promise<SessionPayer>;
+  /**
+   * The payer's request while a dependency is cut (`cut`, undone by `restore` either way): refused
+   * as `expected` (`<status> <code>`), nothing forwarded. Resolves with the refusal.
+   */
+  refusedWhileCut(
+    payer: SessionPayer,
+    dependency: { cut(): void; restore(): void },
+    expected: string,
+  ): Promise<ProbedAnswer>;
+  /**
+   * The payer's next request is served once its debt (`SMALL_COST`) is paid: nothing was forwarded
+   * unpaid, and the ledger matches the chain.
+   */
+  servedPayingDebt(payer: SessionPayer): Promise<ProbedAnswer>;
   /** The payer's settlements, newest first, as `<status> <amount>`. */
   settlementStates(payer: Address): Promise<string[]>;
   /** The ledger against the chain, and each payer's USDC against its confirmed settlements. */
@@ -168,6 +182,29 @@ export function useFaultStack(options: FaultStackOptions = {}): FaultStack {
     stack.anthropic.script({ text: 'owed', usage: SMALL_USAGE });
     expect((await stack.probe.chat(payer.client(), payer.address)).status).toBe(200);
     return payer;
+  };
+
+  stack.refusedWhileCut = async (payer, dependency, expected) => {
+    const forwarded = stack.probe.forwarded();
+    dependency.cut();
+    let refused: ProbedAnswer;
+    try {
+      refused = await stack.probe.chat(payer.client(), payer.address);
+    } finally {
+      dependency.restore();
+    }
+    expect(`${refused.status} ${refused.code}`).toBe(expected);
+    expect(stack.probe.forwarded()).toBe(forwarded);
+    return refused;
+  };
+
+  stack.servedPayingDebt = async (payer) => {
+    stack.anthropic.script({ text: 'paid', usage: SMALL_USAGE });
+    const served = await stack.probe.chat(payer.client(), payer.address);
+    expect(`${served.status} ${served.headers.get('x-settlement-amount')}`).toBe(`200 ${SMALL_COST}`);
+    expect(stack.probe.violations).toEqual([]);
+    await stack.expectLedgerMatchesChain([payer.address]);
+    return served;
   };
 
   stack.settlementStates = async (payer) =>

@@ -88,25 +88,10 @@ describe.skipIf(!databaseUrl || !redisUrl)(
     });
 
     test('PostgreSQL unreachable: requests are refused, never forwarded unpaid; the process survives and serves once it is back', async () => {
-      const { probe } = stack;
       const payer = await stack.owingPayer(1);
-      const forwarded = probe.forwarded();
-      postgresProxy.cut();
-      try {
-        const refused = await probe.chat(payer.client(), payer.address);
-        expect(`${refused.status} ${refused.code}`).toBe('503 service_unavailable');
-      } finally {
-        postgresProxy.restore();
-      }
-      expect(probe.forwarded()).toBe(forwarded);
+      await stack.refusedWhileCut(payer, postgresProxy, '503 service_unavailable');
       expect(alive(stack.gateway.pid)).toBe(true);
-
-      stack.anthropic.script({ text: 'paid', usage: SMALL_USAGE });
-      const served = await probe.chat(payer.client(), payer.address);
-      expect(served.status).toBe(200);
-      expect(served.headers.get('x-settlement-amount')).toBe(SMALL_COST.toString());
-      expect(probe.violations).toEqual([]);
-      await stack.expectLedgerMatchesChain([payer.address]);
+      await stack.servedPayingDebt(payer);
     });
 
     test('PostgreSQL lost while the provider answers: the answer waits for its usage record, nothing is lost', async () => {
