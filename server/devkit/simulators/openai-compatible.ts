@@ -20,6 +20,7 @@ export type OpenAIFinishReason = 'stop' | 'length' | 'tool_calls' | 'content_fil
 export interface OpenAIWireUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
+  total_tokens?: number;
   prompt_tokens_details?: { cached_tokens?: number };
   completion_tokens_details?: { reasoning_tokens?: number };
 }
@@ -102,7 +103,8 @@ function answerOf(body: any, reply: OpenAIReply) {
     usage: {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
-      total_tokens: promptTokens + completionTokens,
+      // Scripted for upstreams that count reasoning beside the completion (xAI).
+      total_tokens: reply.usage?.total_tokens ?? promptTokens + completionTokens,
       prompt_tokens_details: {
         cached_tokens: reply.usage?.prompt_tokens_details?.cached_tokens ?? 0,
         audio_tokens: 0,

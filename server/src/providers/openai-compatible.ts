@@ -14,6 +14,7 @@ import { zeroUsage } from './usage.js';
 export interface OpenAIWireUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
+  total_tokens?: number;
   prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
 }
@@ -84,17 +85,28 @@ function openAIFinishReason(reason: string | null | undefined): FinishReason {
   return reason === 'function_call' ? 'tool_calls' : 'stop';
 }
 
-/** OpenAI counts cached tokens inside `prompt_tokens` and reasoning inside `completion_tokens`. */
+/**
+ * OpenAI counts cached tokens inside `prompt_tokens` and reasoning inside `completion_tokens`. Some
+ * upstreams (xAI) count reasoning beside `completion_tokens`, inside `total_tokens` only: reasoning
+ * is taken as beside the completion when the total says so, or when it is larger than the
+ * completion (and cached tokens larger than the prompt as beside the prompt), so that no bucket is
+ * charged twice nor goes negative.
+ */
 export function openAIUsage(usage: OpenAIWireUsage | null | undefined): MeteredUsage {
   if (!usage) return zeroUsage(false);
+  const prompt = usage.prompt_tokens ?? 0;
+  const completion = usage.completion_tokens ?? 0;
   const cacheRead = usage.prompt_tokens_details?.cached_tokens ?? 0;
   const cacheWrite = usage.prompt_tokens_details?.cache_write_tokens ?? 0;
   const reasoning = usage.completion_tokens_details?.reasoning_tokens ?? 0;
+  const reasoningBeside =
+    reasoning > completion || (reasoning > 0 && usage.total_tokens === prompt + completion + reasoning);
+  const cachedBeside = cacheRead + cacheWrite > prompt;
   return {
-    inputTokens: (usage.prompt_tokens ?? 0) - cacheRead - cacheWrite,
+    inputTokens: cachedBeside ? prompt : prompt - cacheRead - cacheWrite,
     cacheReadTokens: cacheRead,
     cacheWriteTokens: cacheWrite,
-    outputTokens: (usage.completion_tokens ?? 0) - reasoning,
+    outputTokens: reasoningBeside ? completion : completion - reasoning,
     reasoningTokens: reasoning,
     exact: true,
   };

@@ -14,6 +14,33 @@ beforeEach(() => {
 });
 
 describe('an OpenAI-compatible upstream listed in the catalog', () => {
+  test('an upstream counting reasoning beside the completion (xAI): answered, each token charged once', async () => {
+    h.local.script({
+      text: 'Yes.',
+      usage: {
+        prompt_tokens: 14,
+        completion_tokens: 2,
+        total_tokens: 333,
+        completion_tokens_details: { reasoning_tokens: 317 },
+      },
+    });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Is it?' }],
+    });
+    expect(answer.usage).toMatchObject({
+      prompt_tokens: 14,
+      completion_tokens: 319,
+      total_tokens: 333,
+      completion_tokens_details: { reasoning_tokens: 317 },
+    });
+    expect(h.recorder.entries[0]!.usage).toMatchObject({
+      inputTokens: 14,
+      outputTokens: 2,
+      reasoningTokens: 317,
+    });
+  });
+
   test('a completion passes through with the provider model id, its key, and usage details mapped', async () => {
     h.local.script({
       text: 'Bonjour.',

@@ -377,6 +377,43 @@ describe('OpenAI usage', () => {
     expect(openAIUsage(undefined).exact).toBe(false);
   });
 
+  test('reasoning counted beside the completion (xAI: inside total_tokens only) is charged once, never negative', () => {
+    const buckets = (usage: Parameters<typeof openAIUsage>[0]) => {
+      const { outputTokens, reasoningTokens, inputTokens } = openAIUsage(usage);
+      return { inputTokens, outputTokens, reasoningTokens };
+    };
+    // As xAI answers: 14 + 2 + 317 = 333.
+    const xai = {
+      prompt_tokens: 14,
+      completion_tokens: 2,
+      total_tokens: 333,
+      completion_tokens_details: { reasoning_tokens: 317 },
+    };
+    expect(buckets(xai)).toEqual({ inputTokens: 14, outputTokens: 2, reasoningTokens: 317 });
+    // Beside, and smaller than the completion: only the total tells.
+    expect(buckets({ ...xai, completion_tokens: 400, total_tokens: 731 })).toEqual({
+      inputTokens: 14,
+      outputTokens: 400,
+      reasoningTokens: 317,
+    });
+    // Inside, as OpenAI counts it: the total is prompt + completion.
+    expect(buckets({ ...xai, completion_tokens: 400, total_tokens: 414 })).toEqual({
+      inputTokens: 14,
+      outputTokens: 83,
+      reasoningTokens: 317,
+    });
+    // Without a total, reasoning larger than the completion cannot be inside it.
+    expect(buckets({ ...xai, total_tokens: undefined })).toEqual({
+      inputTokens: 14,
+      outputTokens: 2,
+      reasoningTokens: 317,
+    });
+    // Cached tokens beyond the prompt were counted beside it.
+    expect(
+      openAIUsage({ prompt_tokens: 5, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 40 } }),
+    ).toMatchObject({ inputTokens: 5, cacheReadTokens: 40 });
+  });
+
   test('to a client: the buckets add back up, with the cost beside them', () => {
     expect(
       toOpenAIUsage(
