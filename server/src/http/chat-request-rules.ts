@@ -43,7 +43,7 @@ function checkMessage(message: ChatMessage, i: number): void {
     throw validationError(`${at}.tool_calls`, 'is only allowed for role "assistant"');
   if (role !== 'tool' && message.tool_call_id !== undefined)
     throw validationError(`${at}.tool_call_id`, 'is only allowed for role "tool"');
-  if ((role === 'user' || role === 'system') && content == null)
+  if ((role === 'user' || role === 'system' || role === 'developer') && content == null)
     throw validationError(`${at}.content`, `is required for role "${role}"`);
   if (role === 'assistant' && content == null && !message.tool_calls?.length)
     throw validationError(`${at}.content`, 'is required for role "assistant" unless tool_calls are given');

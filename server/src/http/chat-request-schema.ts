@@ -66,7 +66,7 @@ const message = {
   type: 'object',
   required: ['role'],
   properties: {
-    role: { type: 'string', enum: ['system', 'user', 'assistant', 'tool'] },
+    role: { type: 'string', enum: ['system', 'developer', 'user', 'assistant', 'tool'] },
     content: { type: ['string', 'array', 'null'], items: contentPart },
     name: { type: 'string' },
     tool_calls: { type: 'array', items: toolCall },

@@ -6,11 +6,14 @@
  *   prefill is refused with extended thinking and would have to be glued back onto the answer.
  * - `temperature` is capped at 1 (Anthropic's range is 0..1, OpenAI's 0..2); when both
  *   `temperature` and `top_p` are given only `temperature` is sent (recent Claude models refuse both).
- * - Penalties and `seed` have no Anthropic equivalent and are dropped without error.
+ * - Penalties and `seed` have no Anthropic equivalent and are dropped without error, as are stop
+ *   sequences of whitespace only (Anthropic refuses them).
+ * - Empty texts are left out (Anthropic refuses empty text blocks), and messages left empty with
+ *   them; a conversation with no turn left is a 400 before any payment.
  * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`.
  */
 import type { CatalogModel } from '../catalog/catalog.js';
-import { imageSource, textOf, toolArguments } from './message-parts.js';
+import { imageSource, isInstruction, noTurnsError, textOf, toolArguments } from './message-parts.js';
 import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
 import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
@@ -78,7 +81,7 @@ export function anthropicRequestBody(
   const { system, messages } = anthropicMessages(request.messages);
   if (request.response_format?.type === 'json_object')
     system.push({ type: 'text', text: JSON_MODE_INSTRUCTION });
-  const stop = [request.stop ?? []].flat().filter((sequence) => sequence !== '');
+  const stop = [request.stop ?? []].flat().filter((sequence) => sequence.trim() !== '');
   const tools = request.tools ?? [];
   return {
     model: model.providerModel,
@@ -114,8 +117,8 @@ function anthropicToolChoice(choice: ToolChoice, oneCallOnly: boolean): Record<s
 }
 
 /**
- * System messages go to `system`; tool results become `tool_result` blocks of a user turn;
- * consecutive turns of one role are merged, since Anthropic wants them alternating.
+ * System (and developer) messages go to `system`; tool results become `tool_result` blocks of a user
+ * turn; consecutive turns of one role are merged, since Anthropic wants them alternating.
  */
 export function anthropicMessages(messages: ChatMessage[]): {
   system: TextBlock[];
@@ -124,17 +127,19 @@ export function anthropicMessages(messages: ChatMessage[]): {
   const system: TextBlock[] = [];
   const turns: AnthropicMessage[] = [];
   messages.forEach((message, i) => {
-    if (message.role === 'system') {
+    if (isInstruction(message)) {
       const text = textOf(message.content);
       if (text !== '') system.push({ type: 'text', text });
       return;
     }
     const role = message.role === 'assistant' ? 'assistant' : 'user';
     const blocks = contentBlocks(message, `messages[${i}]`);
+    if (blocks.length === 0) return;
     const last = turns.at(-1);
     if (last?.role === role) last.content.push(...blocks);
     else turns.push({ role, content: blocks });
   });
+  if (turns.length === 0) throw noTurnsError();
   return { system, messages: turns };
 }
 
@@ -151,11 +156,11 @@ function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
   }
   const blocks: ContentBlock[] = [];
   if (typeof content === 'string') {
-    if (content !== '' || message.role === 'user') blocks.push({ type: 'text', text: content });
+    if (content !== '') blocks.push({ type: 'text', text: content });
   } else {
     content?.forEach((part, j) => {
       if (part.type === 'text') {
-        if (part.text !== '' || message.role === 'user') blocks.push({ type: 'text', text: part.text });
+        if (part.text !== '') blocks.push({ type: 'text', text: part.text });
         return;
       }
       const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`);

@@ -10,12 +10,22 @@
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
  *   implies; data URLs go as `inlineData`.
  * - Thought parts (`thought: true`) are not part of the OpenAI answer; their tokens are reasoning tokens.
+ * - Empty texts are left out (Gemini refuses empty text parts and empty turns), and messages left
+ *   empty with them; a conversation with no turn left is a 400 before any payment.
  * - A function call's thought signature (Gemini 3 refuses a conversation whose current turn lacks
  *   them) travels as Google's OpenAI-compatible endpoint carries it: the tool call's
  *   `extra_content.google.thought_signature`, out in the answer and back in the assistant message.
  */
 import type { CatalogModel } from '../catalog/catalog.js';
-import { imageSource, mediaTypeOfUrl, newToolCallId, textOf, toolArguments } from './message-parts.js';
+import {
+  imageSource,
+  isInstruction,
+  mediaTypeOfUrl,
+  newToolCallId,
+  noTurnsError,
+  textOf,
+  toolArguments,
+} from './message-parts.js';
 import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
 import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
@@ -115,7 +125,7 @@ function geminiFunctionCalling(choice: ToolChoice): Record<string, unknown> {
 }
 
 /**
- * System messages become `systemInstruction`; assistant turns are `model` turns; tool results
+ * System (and developer) messages become `systemInstruction`; assistant turns are `model` turns; tool results
  * are `functionResponse` parts of a user turn, named after the call their id points to.
  * Consecutive turns of one role are merged, which also groups parallel tool results.
  */
@@ -128,7 +138,7 @@ export function geminiContents(messages: ChatMessage[]): {
   const functionNames = new Map<string, string>();
   messages.forEach((message, i) => {
     const at = `messages[${i}]`;
-    if (message.role === 'system') {
+    if (isInstruction(message)) {
       const text = textOf(message.content);
       if (text !== '') system.push({ text });
       return;
@@ -156,21 +166,22 @@ export function geminiContents(messages: ChatMessage[]): {
         });
       });
     }
+    if (parts.length === 0) return;
     const role = message.role === 'assistant' ? 'model' : 'user';
     const last = contents.at(-1);
     if (last?.role === role) last.parts.push(...parts);
     else contents.push({ role, parts });
   });
+  if (contents.length === 0) throw noTurnsError();
   return { systemInstruction: { parts: system }, contents };
 }
 
 function contentParts(message: ChatMessage, at: string): GeminiPart[] {
   const { content } = message;
-  const keepEmpty = message.role === 'user';
   if (content == null) return [];
-  if (typeof content === 'string') return content !== '' || keepEmpty ? [{ text: content }] : [];
+  if (typeof content === 'string') return content !== '' ? [{ text: content }] : [];
   return content.flatMap((part, j): GeminiPart[] => {
-    if (part.type === 'text') return part.text !== '' || keepEmpty ? [{ text: part.text }] : [];
+    if (part.type === 'text') return part.text !== '' ? [{ text: part.text }] : [];
     const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`);
     if (source.kind === 'inline') return [{ inlineData: { mimeType: source.mediaType, data: source.data } }];
     return [{ fileData: { fileUri: source.url, mimeType: mediaTypeOfUrl(source.url) } }];

@@ -1,6 +1,6 @@
 /** Pieces of OpenAI messages that every provider family translates the same way. */
 import { randomUUID } from 'node:crypto';
-import type { ContentPart } from './openai-types.js';
+import type { ChatMessage, ContentPart } from './openai-types.js';
 import { UntranslatableRequestError } from './types.js';
 
 /** An image part as providers take it: inline bytes from a data URL, or a URL they fetch themselves. */
@@ -44,6 +44,19 @@ export function mediaTypeOfUrl(url: string): string {
 /** A tool call id for providers that give none (`call_` + 24 hex digits, like OpenAI's). */
 export function newToolCallId(): string {
   return `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`;
+}
+
+/** Instructions rather than a turn: the system role, or `developer` as OpenAI's newer models name it. */
+export function isInstruction(message: ChatMessage): boolean {
+  return message.role === 'system' || message.role === 'developer';
+}
+
+/**
+ * A conversation with no turn left once instructions and empty messages are set apart: Anthropic and
+ * Gemini refuse it, so it is refused before anything is paid for.
+ */
+export function noTurnsError(): UntranslatableRequestError {
+  return new UntranslatableRequestError('messages', 'must hold a user or assistant message with content');
 }
 
 /** The text of a message's content; image parts have none. */

@@ -1,6 +1,8 @@
 /**
  * Any OpenAI-compatible upstream (OpenAI, OpenRouter, vLLM, Ollama...): the request passes through
- * with the model renamed to the provider's id; streams ask for usage in their last chunk. The
+ * with the model renamed to the provider's id, and `developer` messages sent as `system` (what
+ * OpenAI takes as the same, and servers that predate the role understand); streams ask for usage
+ * in their last chunk. The
  * upstream's base URL is the one OpenAI SDKs take (`https://api.openai.com/v1`,
  * `https://openrouter.ai/api/v1`): the path `/chat/completions` is appended to it.
  */
@@ -63,7 +65,12 @@ export function upstreamRequestBody(
     request.max_completion_tokens == null && request.max_tokens == null
       ? { max_tokens: model.defaultMaxTokens }
       : {};
-  const body = { ...rest, ...budget, model: model.providerModel };
+  const messages = request.messages.some((message) => message.role === 'developer')
+    ? request.messages.map((message) =>
+        message.role === 'developer' ? { ...message, role: 'system' as const } : message,
+      )
+    : request.messages;
+  const body = { ...rest, ...budget, messages, model: model.providerModel };
   return stream
     ? { ...body, stream: true, stream_options: { include_usage: true } }
     : { ...body, stream: false };

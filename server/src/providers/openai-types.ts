@@ -3,7 +3,8 @@
  * Requests are validated against `chat-request-schema.ts` before they reach these types.
  */
 
-export type Role = 'system' | 'user' | 'assistant' | 'tool';
+/** `developer` is what OpenAI's newer models call the system role; the gateway treats both alike. */
+export type Role = 'system' | 'developer' | 'user' | 'assistant' | 'tool';
 
 export interface TextPart {
   type: 'text';

@@ -82,6 +82,10 @@ describe('accepted just inside each bound', () => {
     ],
     ['an assistant turn with tool_calls and a tool result', withUser({ messages: toolTurn, tools: [tool] })],
     [
+      'a developer message (the system role of newer OpenAI models)',
+      withUser({ messages: [{ role: 'developer', content: 'Be terse.' }, user] }),
+    ],
+    [
       'an assistant turn with text',
       withUser({
         messages: [user, { role: 'assistant', content: 'hello' }, { role: 'user', content: 'bye' }],
@@ -196,7 +200,7 @@ describe('refused just outside each bound, naming the field', () => {
     ['messages empty', withUser({ messages: [] }), 'messages'],
     ['messages not a list', withUser({ messages: user }), 'messages'],
     ['a message without role', withMessages({ content: 'hi' }), 'messages[0].role'],
-    ['a message of an unknown role', withMessages({ role: 'developer', content: 'hi' }), 'messages[0].role'],
+    ['a message of an unknown role', withMessages({ role: 'function', content: 'hi' }), 'messages[0].role'],
     ['user content null', withMessages({ role: 'user', content: null }), 'messages[0].content'],
     ['user content missing', withMessages({ role: 'user' }), 'messages[0].content'],
     ['system content null', withMessages({ role: 'system', content: null }, user), 'messages[0].content'],

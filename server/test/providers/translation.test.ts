@@ -13,6 +13,7 @@ import {
 } from '../../src/providers/gemini.js';
 import { imageSource, mediaTypeOfUrl, toolArguments } from '../../src/providers/message-parts.js';
 import { openAIUsage, upstreamRequestBody } from '../../src/providers/openai-compatible.js';
+import type { ChatMessage, ChatRequest } from '../../src/providers/openai-types.js';
 import { serverSentEvents } from '../../src/providers/sse.js';
 import { ProviderError, UntranslatableRequestError } from '../../src/providers/types.js';
 import { errorMessage } from '../../src/providers/upstream.js';
@@ -354,6 +355,85 @@ describe('Gemini', () => {
         { role: 'tool', tool_call_id: 'call_nowhere', content: 'x' },
       ]),
     ).toThrow(UntranslatableRequestError);
+  });
+});
+
+describe('the conversation as each provider takes it', () => {
+  const claude = { providerModel: 'claude', defaultMaxTokens: 64 } as Parameters<
+    typeof anthropicRequestBody
+  >[1];
+  const anthropicOf = (messages: ChatMessage[], extra: Partial<ChatRequest> = {}) =>
+    anthropicRequestBody({ messages, ...extra }, claude, false) as Record<string, unknown>;
+
+  test('a developer message is a system instruction (sent as system to an OpenAI-compatible upstream)', () => {
+    const messages: ChatMessage[] = [
+      { role: 'developer', content: 'Be terse.' },
+      { role: 'user', content: 'hi' },
+    ];
+    expect(anthropicOf(messages)).toMatchObject({
+      system: [{ type: 'text', text: 'Be terse.' }],
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }],
+    });
+    expect(geminiContents(messages)).toEqual({
+      systemInstruction: { parts: [{ text: 'Be terse.' }] },
+      contents: [{ role: 'user', parts: [{ text: 'hi' }] }],
+    });
+    const upstream = upstreamRequestBody({ messages }, { providerModel: 'm', defaultMaxTokens: 8 }, false);
+    expect(upstream.messages).toEqual([
+      { role: 'system', content: 'Be terse.' },
+      { role: 'user', content: 'hi' },
+    ]);
+  });
+
+  test('empty texts are left out, and messages left empty by them (both providers refuse them)', () => {
+    const messages: ChatMessage[] = [
+      { role: 'user', content: '' },
+      { role: 'assistant', content: [{ type: 'text', text: '' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'hi' },
+          { type: 'text', text: '' },
+        ],
+      },
+      {
+        role: 'assistant',
+        content: '',
+        tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+      },
+      { role: 'tool', tool_call_id: 'call_1', content: 'done' },
+    ];
+    expect(anthropicOf(messages).messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'call_1', name: 'f', input: {} }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: 'done' }] },
+    ]);
+    expect(geminiContents(messages).contents).toEqual([
+      { role: 'user', parts: [{ text: 'hi' }] },
+      { role: 'model', parts: [{ functionCall: { name: 'f', args: {} } }] },
+      { role: 'user', parts: [{ functionResponse: { name: 'f', response: { output: 'done' } } }] },
+    ]);
+  });
+
+  test('a conversation with no turn left is refused, naming messages', () => {
+    for (const messages of [
+      [{ role: 'system', content: 'Be terse.' }],
+      [
+        { role: 'developer', content: 'Be terse.' },
+        { role: 'user', content: '' },
+      ],
+    ] as ChatMessage[][]) {
+      expect(() => anthropicOf(messages)).toThrow(
+        expect.objectContaining({ field: 'messages' }) as UntranslatableRequestError,
+      );
+      expect(() => geminiContents(messages)).toThrow(UntranslatableRequestError);
+    }
+  });
+
+  test('Anthropic: stop sequences of whitespace only are dropped (Anthropic refuses them)', () => {
+    const messages: ChatMessage[] = [{ role: 'user', content: 'q' }];
+    expect(anthropicOf(messages, { stop: ['\n', ' \t', 'END'] }).stop_sequences).toEqual(['END']);
+    expect(anthropicOf(messages, { stop: '\n\n' })).not.toHaveProperty('stop_sequences');
   });
 });
 
