@@ -1,6 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { authenticateAuthorization, type CallerChecks, installJwt, walletOfToken } from './auth/jwt.js';
+import { type CallerChecks, installJwt, verifiedCaller, walletOfToken } from './auth/jwt.js';
 import { debtOf } from './billing/ledger.js';
 import { retryingRecorder } from './billing/retrying-recorder.js';
 import { createUsageRecorder } from './billing/usage-recorder.js';
@@ -115,8 +115,7 @@ export async function buildApp(
     config,
     store,
     chain,
-    authenticate: (authorization, isSessionActive) =>
-      authenticateAuthorization(app.jwt, authorization, { ...callerChecks, isSessionActive }),
+    authenticate: (authorization) => verifiedCaller(app.jwt, authorization, callerChecks.adminToken),
     log: {
       warn: (details, message) => app.log.warn(details, message),
       error: (details, message) => app.log.error(details, message),

@@ -88,19 +88,22 @@ export async function authenticateCaller(
   request: FastifyRequest,
   checks: CallerChecks,
 ): Promise<Caller | null> {
-  return authenticateAuthorization(request.server.jwt, request.headers.authorization, checks);
+  const caller = verifiedCaller(request.server.jwt, request.headers.authorization, checks.adminToken);
+  if (caller?.kind === 'wallet' && !(await checks.isSessionActive(caller.sessionId, caller.wallet)))
+    throw sessionOver();
+  return caller;
 }
 
-/** `authenticateCaller` for an `Authorization` header seen outside a route (the payment gate). */
-export async function authenticateAuthorization(
-  jwt: JWT,
-  header: string | undefined,
-  checks: CallerChecks,
-): Promise<Caller | null> {
+/**
+ * The caller a validly signed, unexpired token names, WITHOUT asking whether its session still
+ * stands: for the payment gate, which reads that together with the payer's debt once it holds the
+ * payer's in-flight slot, and answers `sessionOver()` itself. Throws ApiError 401 otherwise.
+ */
+export function verifiedCaller(jwt: JWT, header: string | undefined, adminToken?: string): Caller | null {
   if (header === undefined) return null;
   const token = bearerToken(header);
   if (token === undefined) throw unauthorized('send the token as "Authorization: Bearer <token>"');
-  if (checks.adminToken !== undefined && sameSecret(token, checks.adminToken)) return { kind: 'admin' };
+  if (adminToken !== undefined && sameSecret(token, adminToken)) return { kind: 'admin' };
 
   let verified: VerifiedToken;
   try {
@@ -113,9 +116,12 @@ export async function authenticateAuthorization(
   }
   const { claims, wallet } = verified;
   if (wallet === null || typeof claims.sid !== 'string') throw unauthorized('the access token is not valid');
-  if (!(await checks.isSessionActive(claims.sid, wallet)))
-    throw unauthorized('the session of this access token was revoked or has expired; authorize again');
   return { kind: 'wallet', wallet, sessionId: claims.sid };
+}
+
+/** 401 for a validly signed token whose session was revoked or has expired. */
+export function sessionOver(): ApiError {
+  return unauthorized('the session of this access token was revoked or has expired; authorize again');
 }
 
 /**

@@ -19,10 +19,12 @@ export interface IdentifiedPayer {
   /** See `Admission.recorded`. */
   recorded?: Admission['recorded'];
   /**
-   * A read-only check, made outside the payer's lock: true when the payer cannot owe anything (no
-   * unpaid record costing something, no settlement in flight), so there is nothing to settle and
-   * the lock is not taken. A record completing meanwhile is one the locked path could miss too.
-   * It may answer from a read made while identifying (the session rail reads it with the session).
+   * A read-only check, made once the payer's in-flight slot is held and outside the payer's lock:
+   * true when the payer cannot owe anything (no unpaid record costing something, no settlement in
+   * flight), so there is nothing to settle and the lock is not taken. Read after the slot is taken,
+   * so that a request of the payer that completed and freed a slot is seen: the bound on what a
+   * payer owes unsettled holds. The rail may refuse the payer here too (the session rail reads
+   * whether the session still stands in the same round trip: 401 when it does not).
    */
   owesNothing?(): Promise<boolean>;
 }

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Caller, CallerChecks } from '../auth/jwt.js';
+import { type Caller, sessionOver } from '../auth/jwt.js';
 import { formatUsdcAtomic } from '../billing/money.js';
 import { sessionStanding } from '../billing/settlements.js';
 import { ApiError } from '../http/errors.js';
@@ -21,13 +21,10 @@ export const SETTLEMENT_HEADERS = {
 
 export interface SessionMethodOptions extends OutboxDeps {
   /**
-   * Verifies `Authorization: Bearer <jwt>` (auth/jwt `authenticateAuthorization` with the app's
-   * JWT), asking `isSessionActive` whether its session stands.
+   * Verifies `Authorization: Bearer <jwt>` (auth/jwt `verifiedCaller` with the app's JWT): its
+   * signature and expiry only. Whether its session stands is read with the payer's debt.
    */
-  authenticate(
-    authorization: string | undefined,
-    isSessionActive: CallerChecks['isSessionActive'],
-  ): Promise<Caller | null>;
+  authenticate(authorization: string | undefined): Caller | null;
   /** The operator's token is a bearer token too, but it pays for nothing. */
   adminToken?: string;
   /** Settles each paid request's debt as soon as it is recorded (SETTLE_ON_COMPLETION), when on. */
@@ -50,13 +47,7 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
     },
 
     async identify(request: AdmissionRequest) {
-      // The session and whether its payer may owe anything are read together: one round trip.
-      let mayOwe = true;
-      const caller = await options.authenticate(request.headers.authorization, async (sessionId, wallet) => {
-        const standing = await sessionStanding(options.store, { sessionId, wallet });
-        mayOwe = standing.mayOwe;
-        return standing.active;
-      });
+      const caller = options.authenticate(request.headers.authorization);
       if (caller?.kind !== 'wallet')
         throw new ApiError(
           401,
@@ -68,12 +59,20 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
         );
       return {
         payer: caller.wallet,
-        owesNothing: async () => !mayOwe,
+        // The session and whether its payer may owe anything, read together in one round trip.
+        async owesNothing() {
+          const standing = await sessionStanding(options.store, {
+            sessionId: caller.sessionId,
+            wallet: caller.wallet,
+          });
+          if (!standing.active) throw sessionOver();
+          return !standing.mayOwe;
+        },
         recorded(cost) {
           if (cost.totalPicoUsd !== '0') options.settleOnCompletion?.settle(caller.wallet, caller.sessionId);
         },
         async settleDebt() {
-          // Read only when something may be owed: `authenticate` found the session active already,
+          // Read only when something may be owed: `owesNothing` found the session active already,
           // and sessions are never deleted, so a request owing nothing needs no second lookup.
           const session = await findSession(options.store, caller.sessionId);
           if (!session)
