@@ -101,9 +101,12 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
     sent = await chain.relayer.submit({ ...call, gas }, (tx) =>
       recordSettlementTransaction(store, settlement.id, tx),
     );
-  } catch (error) {
+  } catch (caught) {
     // Sent or not, a broadcast that failed on the way stays `sent`: the outbox decides from the chain.
-    if (error instanceof BroadcastError && error.kind === 'unknown') throw error;
+    if (caught instanceof BroadcastError && caught.kind === 'unknown') throw caught;
+    // A node call that failed before anything was sent (fees, nonce, code): retryable, and told
+    // without the RPC URL, which may carry an API key (the reason is stored and shown).
+    const error = caught instanceof BaseError ? unavailable(caught) : caught;
     const reason =
       error instanceof BroadcastError
         ? OUTBOX_FAILURES.refused

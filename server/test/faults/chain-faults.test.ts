@@ -1,4 +1,5 @@
 import { expect, test } from 'vitest';
+import { settlementsOf } from '../../src/billing/settlements.js';
 import { SMALL_COST, useFaultStack } from './harness.js';
 
 // The chain's RPC fails at each step of a settlement while a gateway process settles a payer's
@@ -81,4 +82,20 @@ test('the broadcast is lost on the way: the stored transaction is sent again and
   expect(probe.violations).toEqual([]);
   expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
   await stack.expectLedgerMatchesChain([payer.address]);
+});
+
+test('RPC down at the code check of an account authorized before it existed: 503, a reason without the RPC URL, paid once back', async () => {
+  const { rpc } = stack;
+  const payer = await stack.owingPayer(3, { deployed: false });
+  await stack.refusedWhileCut(
+    payer,
+    { cut: () => void rpc.downFrom('eth_getCode'), restore: rpc.pass },
+    '503 payments_unavailable',
+  );
+  const [failed] = await settlementsOf(stack.store, payer.address);
+  expect(failed?.status).toBe('failed');
+  expect(failed?.failureReason).toMatch(/^the chain cannot settle right now/);
+  expect(failed?.failureReason).not.toContain('127.0.0.1');
+
+  await stack.servedPayingDebt(payer);
 });
