@@ -13,6 +13,7 @@ import { redeemDelegationCalldata } from './delegation-framework.js';
 import { type PendingDeployment, redeemableSignature } from './delegation-signature.js';
 import {
   awaitReceipt,
+  nodeHolds,
   OUTBOX_FAILURES,
   type OutboxDeps,
   reconcileSettlement,
@@ -104,6 +105,10 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
   } catch (caught) {
     // Sent or not, a broadcast that failed on the way stays `sent`: the outbox decides from the chain.
     if (caught instanceof BroadcastError && caught.kind === 'unknown') throw caught;
+    // Refused for its nonce, yet held or mined: an earlier delivery of this very broadcast got
+    // through (a proxy retried it). Failing it would claim its records again and pay them twice.
+    if (caught instanceof BroadcastError && (await nodeHolds(chain, caught.hash).catch(() => true)))
+      throw new BroadcastError('unknown', caught.hash, caught);
     // A node call that failed before anything was sent (fees, nonce, code): retryable, and told
     // without the RPC URL, which may carry an API key (the reason is stored and shown).
     const error = caught instanceof BaseError ? unavailable(caught) : caught;

@@ -99,3 +99,19 @@ test('RPC down at the code check of an account authorized before it existed: 503
 
   await stack.servedPayingDebt(payer);
 });
+
+test('the node took the settlement but its answer says "nonce too low" (a retried delivery): it is not paid twice', async () => {
+  const { rpc } = stack;
+  const payer = await stack.owingPayer(4);
+  const misreported = rpc.misreportNext('eth_sendRawTransaction', 'nonce too low');
+  const refused = await stack.probe.chat(payer.client(), payer.address);
+  await misreported;
+  expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+
+  // The next request finds the transaction mined: that one payment is the settlement.
+  const served = await stack.probe.chat(payer.client(), payer.address);
+  expect(served.status).toBe(200);
+  expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
+  expect(stack.probe.violations).toEqual([]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+});

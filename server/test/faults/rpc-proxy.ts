@@ -30,6 +30,12 @@ export interface RpcProxy {
    * broadcast is refused as `replacement transaction underpriced`.
    */
   requirePriceBump(percent: number): void;
+  /**
+   * The next call of `method` goes through, but its caller is answered with a JSON-RPC error
+   * saying `message` (as when a proxy retries a call the node had taken, and the node refuses the
+   * repeat). Resolves once it was answered.
+   */
+  misreportNext(method: string, message: string): Promise<void>;
   /** The JSON-RPC methods called so far, in order. */
   methods: string[];
   close(): Promise<void>;
@@ -48,6 +54,7 @@ type PooledFees = Map<string, { maxFeePerGas: bigint; maxPriorityFeePerGas: bigi
 export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
   let mode: Mode = 'pass';
   let priceBump: number | undefined;
+  const misreports = new Map<string, { message: string; done: () => void }>();
   const pooled: PooledFees = new Map();
   const methods: string[] = [];
   const triggers: Trigger[] = [];
@@ -111,6 +118,20 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
     }
     const text = await answer.text();
     if (sent && !text.includes('"error"')) pooled.set(sent.key, sent.fees);
+    const misreport = called.length === 1 ? misreports.get(called[0] as string) : undefined;
+    if (misreport) {
+      misreports.delete(called[0] as string);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: (JSON.parse(body) as { id?: unknown }).id,
+          error: { code: -32000, message: misreport.message },
+        }),
+      );
+      misreport.done();
+      return;
+    }
     res.writeHead(answer.status, { 'content-type': 'application/json' });
     res.end(text);
     for (const method of called) fire(method, 'after');
@@ -132,6 +153,8 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
     requirePriceBump: (percent) => {
       priceBump = percent;
     },
+    misreportNext: (method, message) =>
+      new Promise<void>((done) => misreports.set(method, { message, done })),
     methods,
     async close() {
       setMode('down');

@@ -141,7 +141,7 @@ export async function awaitIfKnown(
   const [hash] = hashes;
   if (!hash) return null;
   // Sent by a remote facilitator: only the node's pool can tell.
-  if (!raw) return (await isPending(chain, hash)) ? awaitReceipt(deps, hash) : 'in-flight';
+  if (!raw) return (await nodeHolds(chain, hash)) ? awaitReceipt(deps, hash) : 'in-flight';
   const { nonce } = parseTransaction(raw);
   const nonceUsed = async () =>
     nonce !== undefined &&
@@ -155,7 +155,7 @@ export async function awaitIfKnown(
     const awaited = await replaceIfUnderpriced(deps, settlement, hash, raw);
     if (awaited !== hash) return awaited ? awaitReceipt(deps, awaited) : 'in-flight';
   }
-  if (await isPending(chain, hash)) return awaitReceipt(deps, hash);
+  if (await nodeHolds(chain, hash)) return awaitReceipt(deps, hash);
   // Not mined and not in the pool: only the stored transaction itself can still pay it.
   try {
     await chain.relayer.rebroadcast(raw);
@@ -211,7 +211,8 @@ async function receiptOf(chain: ChainClient, hash: Hash): Promise<TransactionRec
   }
 }
 
-async function isPending(chain: ChainClient, hash: Hash): Promise<boolean> {
+/** Whether the node holds the transaction: waiting in its pool, or mined. */
+export async function nodeHolds(chain: ChainClient, hash: Hash): Promise<boolean> {
   try {
     await chain.publicClient.getTransaction({ hash });
     return true;
