@@ -1,5 +1,6 @@
-import type { PriceSheet } from '../catalog/catalog.js';
+import type { ModelPricing, PriceSheet } from '../catalog/catalog.js';
 import type { TokenUsage } from '../providers/types.js';
+import { promptTokens } from '../providers/usage.js';
 
 /** Catalog prices turned into pico-USD per token (USD per million tokens x 1e6). */
 export interface TokenPrices {
@@ -37,6 +38,15 @@ export function tokenPrices(sheet: PriceSheet): TokenPrices {
     cacheWrite: sheet.cacheWrite === undefined ? input : picoPerToken(sheet.cacheWrite),
     reasoning: sheet.reasoning === undefined ? output : picoPerToken(sheet.reasoning),
   };
+}
+
+/**
+ * The prices of one request: a prompt longer than the model's long-prompt threshold has every token
+ * priced at the tier (so Google bills Gemini 2.5 Pro), any other prompt the base sheet.
+ */
+export function pricesFor(pricing: ModelPricing, usage: TokenUsage): TokenPrices {
+  const tier = pricing.longPrompt;
+  return tokenPrices(tier !== undefined && promptTokens(usage) > tier.aboveTokens ? tier : pricing);
 }
 
 /** Provider cost from the disjoint token buckets; commission rounded down to the pico. */

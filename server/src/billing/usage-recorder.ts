@@ -2,10 +2,11 @@ import type { StatedCost, UsageRecorder } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
 import { type NewUsageRecord, recordUsages, type UsageConflictError, type UsageRecord } from './ledger.js';
 import { formatUsd } from './money.js';
-import { type CostBreakdown, costOf, tokenPrices } from './pricing.js';
+import { type CostBreakdown, costOf, pricesFor } from './pricing.js';
 
 /**
- * Prices each request at its catalog model's prices plus the commission, and writes its usage record.
+ * Prices each request at its catalog model's prices (its long-prompt tier's for a long prompt) plus the
+ * commission, and writes its usage record.
  * Records of requests ending at the same time are written in one transaction (group commit): each
  * answer still waits for its own record to be committed, but they share one commit.
  */
@@ -13,7 +14,7 @@ export function createUsageRecorder(store: Store, commissionBps: number): UsageR
   const write = groupCommit((entries: NewUsageRecord[]) => recordUsages(store, entries));
   return {
     async record(entry) {
-      const cost = costOf(entry.usage, tokenPrices(entry.model.pricing), commissionBps);
+      const cost = costOf(entry.usage, pricesFor(entry.model.pricing, entry.usage), commissionBps);
       const record = await write({
         requestId: entry.requestId,
         payer: entry.payer,

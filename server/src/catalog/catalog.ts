@@ -11,6 +11,19 @@ export interface PriceSheet {
   reasoning?: string;
 }
 
+/** A model's prices: its base sheet, and optionally a higher tier for long prompts. */
+export interface ModelPricing extends PriceSheet {
+  longPrompt?: LongPromptTier;
+}
+
+/**
+ * Prices of every token of a request whose prompt (input + cache read + cache write tokens) is longer
+ * than `aboveTokens`, as Google bills Gemini 2.5 Pro prompts over 200k tokens.
+ */
+export interface LongPromptTier extends PriceSheet {
+  aboveTokens: number;
+}
+
 export interface CatalogModel {
   /** `<provider>/<model>`, the name clients use. */
   id: string;
@@ -23,7 +36,7 @@ export interface CatalogModel {
   maxOutputTokens: number;
   /** Sent when the client gives no max_tokens and the provider needs one. */
   defaultMaxTokens: number;
-  pricing: PriceSheet;
+  pricing: ModelPricing;
 }
 
 /** An operator-listed OpenAI-compatible upstream (OpenAI, OpenRouter, vLLM, Ollama...). */
@@ -38,6 +51,8 @@ export interface Catalog {
   upstreams: Readonly<Record<string, OpenAICompatibleUpstream>>;
   find(id: string): CatalogModel | undefined;
 }
+
+type Fail = (where: string, problem: string) => never;
 
 const BUILT_IN_PROVIDERS = new Set(['anthropic', 'google']);
 const PRICE = /^\d{1,9}(\.\d{1,6})?$/;
@@ -56,7 +71,7 @@ export function loadCatalog(file?: string): Catalog {
 }
 
 export function parseCatalog(raw: unknown): Catalog {
-  const fail = (where: string, problem: string): never => {
+  const fail: Fail = (where, problem) => {
     throw new ConfigError('MODELS_FILE', `${where} ${problem}`);
   };
   if (!isObject(raw) || !Array.isArray(raw.models)) return fail('catalog', 'must be an object with "models"');
@@ -89,32 +104,47 @@ export function parseCatalog(raw: unknown): Catalog {
     if (!BUILT_IN_PROVIDERS.has(provider) && !upstreams[provider])
       fail(`${at}.provider`, `"${provider}" is neither anthropic, google nor a listed upstream`);
     if (byId.has(id)) fail(`${at}.id`, `"${id}" is listed twice`);
+    const contextLength = count('contextLength');
     const pricing = entry.pricing;
     if (!isObject(pricing)) return fail(`${at}.pricing`, 'must be an object');
-    for (const key of ['input', 'output', 'cacheRead', 'cacheWrite', 'reasoning']) {
-      const price = pricing[key];
-      const optional = key !== 'input' && key !== 'output';
-      if (price === undefined && optional) continue;
-      if (typeof price !== 'string' || !PRICE.test(price))
-        fail(
-          `${at}.pricing.${key}`,
-          'must be a decimal string of USD per million tokens (at most 6 decimals)',
-        );
-    }
+    checkPriceSheet(pricing, `${at}.pricing`, fail);
+    if (pricing.longPrompt !== undefined)
+      checkLongPromptTier(pricing.longPrompt, `${at}.pricing.longPrompt`, contextLength, fail);
     const model: CatalogModel = {
       id,
       provider,
       providerModel: text('providerModel'),
       name: text('name'),
-      contextLength: count('contextLength'),
+      contextLength,
       maxOutputTokens: count('maxOutputTokens'),
       defaultMaxTokens: count('defaultMaxTokens'),
-      pricing: pricing as unknown as PriceSheet,
+      pricing: pricing as unknown as ModelPricing,
     };
     byId.set(id, model);
   }
   const models = [...byId.values()];
   return { models, upstreams, find: (id) => byId.get(id) };
+}
+
+function checkPriceSheet(sheet: Record<string, unknown>, where: string, fail: Fail): void {
+  for (const key of ['input', 'output', 'cacheRead', 'cacheWrite', 'reasoning']) {
+    const price = sheet[key];
+    const optional = key !== 'input' && key !== 'output';
+    if (price === undefined && optional) continue;
+    if (typeof price !== 'string' || !PRICE.test(price))
+      fail(`${where}.${key}`, 'must be a decimal string of USD per million tokens (at most 6 decimals)');
+  }
+}
+
+/** A tier whose threshold no prompt can pass is a mistake in the catalog, not a harmless extra. */
+function checkLongPromptTier(tier: unknown, where: string, contextLength: number, fail: Fail): void {
+  if (!isObject(tier)) fail(where, 'must be an object');
+  const above = tier.aboveTokens;
+  if (!Number.isSafeInteger(above) || (above as number) <= 0)
+    fail(`${where}.aboveTokens`, 'must be a positive integer');
+  if ((above as number) >= contextLength)
+    fail(`${where}.aboveTokens`, `must be below contextLength (${contextLength}), or the tier never applies`);
+  checkPriceSheet(tier, where, fail);
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

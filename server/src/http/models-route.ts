@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { Catalog, CatalogModel } from '../catalog/catalog.js';
+import type { Catalog, CatalogModel, PriceSheet } from '../catalog/catalog.js';
 import { success } from './envelope.js';
 import { ApiError } from './errors.js';
 
@@ -16,12 +16,21 @@ function describe(model: CatalogModel, created: number) {
     max_output_tokens: model.maxOutputTokens,
     pricing: {
       unit: 'USD per million tokens',
-      input: pricing.input,
-      output: pricing.output,
-      ...(pricing.cacheRead !== undefined && { cache_read: pricing.cacheRead }),
-      ...(pricing.cacheWrite !== undefined && { cache_write: pricing.cacheWrite }),
-      reasoning: pricing.reasoning ?? pricing.output,
+      ...publishedPrices(pricing),
+      ...(pricing.longPrompt && {
+        long_prompt: { above_tokens: pricing.longPrompt.aboveTokens, ...publishedPrices(pricing.longPrompt) },
+      }),
     },
+  };
+}
+
+function publishedPrices(sheet: PriceSheet) {
+  return {
+    input: sheet.input,
+    output: sheet.output,
+    ...(sheet.cacheRead !== undefined && { cache_read: sheet.cacheRead }),
+    ...(sheet.cacheWrite !== undefined && { cache_write: sheet.cacheWrite }),
+    reasoning: sheet.reasoning ?? sheet.output,
   };
 }
 

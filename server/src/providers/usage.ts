@@ -12,9 +12,14 @@ export function zeroUsage(exact = false): MeteredUsage {
   };
 }
 
+/** Every prompt token, cached or not: what providers call the prompt (and price long prompts by). */
+export function promptTokens(usage: TokenUsage): number {
+  return usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
+}
+
 /** The OpenAI usage object: prompt = input + cache read + cache write, completion = output + reasoning. */
 export function toOpenAIUsage(usage: TokenUsage, cost?: unknown): ChatCompletionUsage {
-  const prompt = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
+  const prompt = promptTokens(usage);
   const completion = usage.outputTokens + usage.reasoningTokens;
   return {
     prompt_tokens: prompt,

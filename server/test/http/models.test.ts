@@ -40,6 +40,15 @@ const acmeCatalog = (fields: Record<string, unknown> = {}) => ({
   upstreams: { acme: { baseUrl: 'http://127.0.0.1:4000/v1/', apiKeyEnv: 'ACME_API_KEY' } },
   models: [model(fields)],
 });
+/** The acme model with a long-prompt tier above 16k tokens (of its 32k context), `fields` changed in the tier. */
+const acmeLongPrompt = (fields: Record<string, unknown> = {}) =>
+  acmeCatalog({
+    pricing: {
+      input: '1',
+      output: '2',
+      longPrompt: { aboveTokens: 16_000, input: '2', output: '4', ...fields },
+    },
+  });
 
 describe('the shipped catalog read by the official openai client', () => {
   let client: OpenAI;
@@ -73,6 +82,28 @@ describe('the shipped catalog read by the official openai client', () => {
         cache_write: '3.75',
       },
     });
+  });
+
+  test('Gemini 2.5 Pro states its long-prompt tier; Flash and Flash-Lite have none', async () => {
+    const page = await client.models.list();
+    const pricing = (id: string) =>
+      (page.data.find((entry) => entry.id === id) as unknown as { pricing: object })?.pricing;
+    expect(pricing('google/gemini-2.5-pro')).toEqual({
+      unit: 'USD per million tokens',
+      input: '1.25',
+      output: '10',
+      cache_read: '0.125',
+      reasoning: '10',
+      long_prompt: {
+        above_tokens: 200_000,
+        input: '2.50',
+        output: '15',
+        cache_read: '0.25',
+        reasoning: '15',
+      },
+    });
+    expect(pricing('google/gemini-2.5-flash')).not.toHaveProperty('long_prompt');
+    expect(pricing('google/gemini-2.5-flash-lite')).not.toHaveProperty('long_prompt');
   });
 
   test('models.retrieve() reads one model by its <provider>/<model> id', async () => {
@@ -161,6 +192,51 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
       'models[0].pricing.cacheRead',
     ],
     [
+      'a long-prompt tier that is not an object',
+      acmeCatalog({ pricing: { input: '1', output: '2', longPrompt: '2' } }),
+      'models[0].pricing.longPrompt must be an object',
+    ],
+    [
+      'a long-prompt tier without threshold',
+      acmeLongPrompt({ aboveTokens: undefined }),
+      'models[0].pricing.longPrompt.aboveTokens must be a positive integer',
+    ],
+    [
+      'a long-prompt threshold of 0',
+      acmeLongPrompt({ aboveTokens: 0 }),
+      'models[0].pricing.longPrompt.aboveTokens must be a positive integer',
+    ],
+    [
+      'a fractional long-prompt threshold',
+      acmeLongPrompt({ aboveTokens: 16_000.5 }),
+      'models[0].pricing.longPrompt.aboveTokens must be a positive integer',
+    ],
+    [
+      'a long-prompt threshold as a string',
+      acmeLongPrompt({ aboveTokens: '16000' }),
+      'models[0].pricing.longPrompt.aboveTokens must be a positive integer',
+    ],
+    [
+      'a long-prompt threshold no prompt can pass',
+      acmeLongPrompt({ aboveTokens: 32_000 }),
+      'models[0].pricing.longPrompt.aboveTokens must be below contextLength (32000)',
+    ],
+    [
+      'a long-prompt tier without output price',
+      acmeLongPrompt({ output: undefined }),
+      'models[0].pricing.longPrompt.output must be a decimal',
+    ],
+    [
+      'a long-prompt price with 7 decimals',
+      acmeLongPrompt({ input: '2.0000001' }),
+      'models[0].pricing.longPrompt.input must be a decimal',
+    ],
+    [
+      'a long-prompt cache price as a number',
+      acmeLongPrompt({ cacheRead: 0.5 }),
+      'models[0].pricing.longPrompt.cacheRead must be a decimal',
+    ],
+    [
       'a zero context length',
       acmeCatalog({ contextLength: 0 }),
       'models[0].contextLength must be a positive integer',
@@ -201,5 +277,16 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
     });
     expect(catalog.find('acme/small-1')?.providerModel).toBe('small-1');
     expect(catalog.find('acme/missing')).toBeUndefined();
+  });
+
+  test('a good long-prompt tier is kept with the model', () => {
+    expect(
+      parseCatalog(acmeLongPrompt({ cacheRead: '0.2' })).find('acme/small-1')?.pricing.longPrompt,
+    ).toEqual({
+      aboveTokens: 16_000,
+      input: '2',
+      output: '4',
+      cacheRead: '0.2',
+    });
   });
 });

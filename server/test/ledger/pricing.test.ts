@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { atomicCovering, formatUsd, formatUsdcAtomic } from '../../src/billing/money.js';
-import { costOf, picoPerToken, tokenPrices } from '../../src/billing/pricing.js';
+import { costOf, picoPerToken, pricesFor, tokenPrices } from '../../src/billing/pricing.js';
+import type { ModelPricing } from '../../src/catalog/catalog.js';
 import type { TokenUsage } from '../../src/providers/types.js';
 
 const none: TokenUsage = {
@@ -93,6 +94,90 @@ describe('cost of a request', () => {
   test('fractional or negative token counts are refused', () => {
     expect(() => costOf({ ...none, outputTokens: 1.5 }, sonnet, 1000)).toThrow(/outputTokens/);
     expect(() => costOf({ ...none, inputTokens: -1 }, sonnet, 1000)).toThrow(/inputTokens/);
+  });
+});
+
+describe('a long-prompt tier prices every token of a longer prompt', () => {
+  // Gemini 2.5 Pro as Google bills it: the prompt is input + cache read (+ cache write) tokens.
+  const gemini25Pro: ModelPricing = {
+    input: '1.25',
+    output: '10',
+    cacheRead: '0.125',
+    longPrompt: { aboveTokens: 200_000, input: '2.50', output: '15', cacheRead: '0.25' },
+  };
+  const costAt = (usage: TokenUsage, pricing = gemini25Pro) => costOf(usage, pricesFor(pricing, usage), 1000);
+
+  test('a prompt of exactly the threshold is at the base prices', () => {
+    const usage = {
+      ...none,
+      inputTokens: 150_000,
+      cacheReadTokens: 50_000,
+      outputTokens: 2_000,
+      reasoningTokens: 1_000,
+    };
+    // 150000*1.25e6 + 50000*0.125e6 + 2000*10e6 + 1000*10e6
+    expect(costAt(usage)).toEqual({
+      providerPicoUsd: 223_750_000_000n,
+      commissionPicoUsd: 22_375_000_000n,
+      totalPicoUsd: 246_125_000_000n,
+    });
+  });
+
+  test('one token more and every bucket is at the tier prices, reasoning at its output price', () => {
+    const usage = {
+      ...none,
+      inputTokens: 150_001,
+      cacheReadTokens: 50_000,
+      outputTokens: 2_000,
+      reasoningTokens: 1_000,
+    };
+    // 150001*2.5e6 + 50000*0.25e6 + 2000*15e6 + 1000*15e6
+    expect(costAt(usage)).toEqual({
+      providerPicoUsd: 432_502_500_000n,
+      commissionPicoUsd: 43_250_250_000n,
+      totalPicoUsd: 475_752_750_000n,
+    });
+  });
+
+  test('a 300k-token prompt with 2k output costs what Google charges: $0.78, plus commission', () => {
+    expect(costAt({ ...none, inputTokens: 300_000, outputTokens: 2_000 })).toEqual({
+      providerPicoUsd: 780_000_000_000n,
+      commissionPicoUsd: 78_000_000_000n,
+      totalPicoUsd: 858_000_000_000n,
+    });
+  });
+
+  test('cache writes count toward the prompt, output and reasoning do not', () => {
+    const tier = gemini25Pro.longPrompt!;
+    expect(pricesFor(gemini25Pro, { ...none, inputTokens: 199_999, cacheWriteTokens: 2 })).toEqual(
+      tokenPrices(tier),
+    );
+    expect(
+      pricesFor(gemini25Pro, { ...none, inputTokens: 1, outputTokens: 300_000, reasoningTokens: 300_000 }),
+    ).toEqual(tokenPrices(gemini25Pro));
+  });
+
+  test("a tier's missing prices fall back to its own input and output, not to the base sheet's", () => {
+    const pricing: ModelPricing = {
+      input: '3',
+      output: '15',
+      cacheRead: '0.30',
+      cacheWrite: '3.75',
+      reasoning: '20',
+      longPrompt: { aboveTokens: 200_000, input: '6', output: '22.50' },
+    };
+    expect(pricesFor(pricing, { ...none, inputTokens: 200_001 })).toEqual({
+      input: 6_000_000n,
+      output: 22_500_000n,
+      cacheRead: 6_000_000n,
+      cacheWrite: 6_000_000n,
+      reasoning: 22_500_000n,
+    });
+  });
+
+  test('a model without a tier keeps its prices at any prompt length', () => {
+    const flat: ModelPricing = { input: '0.30', output: '2.50', cacheRead: '0.03' };
+    expect(pricesFor(flat, { ...none, inputTokens: 1_000_000 })).toEqual(tokenPrices(flat));
   });
 });
 
