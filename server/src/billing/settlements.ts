@@ -366,12 +366,14 @@ export async function listUnfinishedSettlements(
 
 /**
  * Payers with unclaimed records, none newer than `idleForMs`, and no settlement in flight:
- * what the collector settles. Longest idle first.
+ * what the collector settles. In address order, those after `after` when given: a keyset on a key
+ * that never changes, so a caller can walk through any number of them page by page, each page a
+ * range of the unclaimed-records index.
  */
 export async function idleDebtors(
   store: Store,
   idleForMs: number,
-  options: { now?: Date; limit?: number; rail?: PaymentRail } = {},
+  options: { now?: Date; limit?: number; rail?: PaymentRail; after?: Address } = {},
 ): Promise<Address[]> {
   const cutoff = (options.now ?? new Date()).getTime() - idleForMs;
   let query = store.db
@@ -381,6 +383,7 @@ export async function idleDebtors(
     .where(costsSomething('u.total_pico'));
   // The session rail's collector can only collect records made on that rail.
   if (options.rail) query = query.where('u.rail', '=', options.rail);
+  if (options.after) query = query.where('u.payer', '>', options.after);
   const rows = await query
     .where(({ not, exists, selectFrom }) =>
       not(
@@ -394,7 +397,7 @@ export async function idleDebtors(
     )
     .groupBy('u.payer')
     .having((eb) => eb.fn.max('u.created_at'), '<=', cutoff)
-    .orderBy((eb) => eb.fn.max('u.created_at'))
+    .orderBy('u.payer')
     .limit(options.limit ?? 100)
     .execute();
   return rows.map((row) => row.payer);

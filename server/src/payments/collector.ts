@@ -17,6 +17,8 @@ export interface CollectorOptions extends OutboxDeps {
   /** First retry delay after a payer's collection failed; doubles per failure up to `maxBackoffMs`. */
   backoffMs?: number;
   maxBackoffMs?: number;
+  /** Idle payers attempted per run at most (100); the next run goes on after the last one reached. */
+  batchSize?: number;
   /** Runs only while this instance holds it: one collector among the instances sharing the database. */
   leadership?: Leadership;
   log: { warn(details: object, message: string): void; error(details: object, message: string): void };
@@ -65,7 +67,11 @@ interface Failure {
 export function createCollector(options: CollectorOptions): Collector {
   const backoffMs = options.backoffMs ?? options.intervalMs;
   const maxBackoffMs = options.maxBackoffMs ?? 64 * backoffMs;
+  const batchSize = options.batchSize ?? 100;
   const failures = new Map<Address, Failure>();
+  // The last idle debtor reached: payers that can never be collected (expired session, refused
+  // payment) would otherwise fill every batch and keep the others from ever being reached.
+  let resumeAfter: Address | undefined;
   let collected = 0;
   let lastRunAt: Date | null = null;
   let lastRunError: string | null = null;
@@ -85,6 +91,52 @@ export function createCollector(options: CollectorOptions): Collector {
     );
   };
 
+  const backingOff = (payer: Address, now: Date) => (failures.get(payer)?.nextAttemptAt ?? 0) > now.getTime();
+
+  const collect = async (payer: Address, now: Date, run: CollectorRun) => {
+    try {
+      await options.withPayerLock(payer, async () => {
+        const session = await latestUnexpiredSession(options.store, payer, now);
+        if (!session) throw new Error('no unexpired session delegation to collect with');
+        await settleSessionDebt(options, session);
+      });
+      failures.delete(payer);
+      collected++;
+      run.collected.push(payer);
+    } catch (error) {
+      fail(payer, error, now.getTime());
+      run.failed.push(payer);
+    }
+  };
+
+  /**
+   * Walks the idle debtors page by page from where the last run stopped until `batchSize` of them
+   * were attempted: a run's work stays bounded, and payers backing off are passed over at the cost
+   * of reading them. At the end of the list, the next run starts again from its beginning.
+   */
+  const collectIdleDebts = async (now: Date, run: CollectorRun) => {
+    let attempted = 0;
+    while (attempted < batchSize) {
+      const page = await idleDebtors(options.store, options.idleMs, {
+        now,
+        rail: 'session',
+        after: resumeAfter,
+        limit: batchSize,
+      });
+      for (const payer of page) {
+        if (attempted === batchSize) return;
+        resumeAfter = payer;
+        if (backingOff(payer, now)) continue;
+        attempted++;
+        await collect(payer, now, run);
+      }
+      if (page.length < batchSize) {
+        resumeAfter = undefined;
+        return;
+      }
+    }
+  };
+
   const runOnce = async (now = new Date()): Promise<CollectorRun> => {
     const run: CollectorRun = { collected: [], failed: [], reconciled: 0 };
     try {
@@ -100,24 +152,7 @@ export function createCollector(options: CollectorOptions): Collector {
       ).length;
       // An x402 payer who never comes back would leave its settlement unfinished until a restart.
       await finishUnfinishedX402Settlements(options, options.withPayerLock, { olderThan });
-      const debtors = await idleDebtors(options.store, options.idleMs, { now, rail: 'session' });
-      for (const payer of debtors) {
-        const failure = failures.get(payer);
-        if (failure && failure.nextAttemptAt > now.getTime()) continue;
-        try {
-          await options.withPayerLock(payer, async () => {
-            const session = await latestUnexpiredSession(options.store, payer, now);
-            if (!session) throw new Error('no unexpired session delegation to collect with');
-            await settleSessionDebt(options, session);
-          });
-          failures.delete(payer);
-          collected++;
-          run.collected.push(payer);
-        } catch (error) {
-          fail(payer, error, now.getTime());
-          run.failed.push(payer);
-        }
-      }
+      await collectIdleDebts(now, run);
       lastRunError = null;
     } catch (error) {
       lastRunError = error instanceof Error ? error.message : String(error);

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import type { Address } from 'viem';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { describe, expect, test, vi } from 'vitest';
 import { debtOf, findUsageRecord, recordUsage, UsageConflictError } from '../../src/billing/ledger.js';
@@ -327,6 +328,24 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
     await failSettlement(store, pending!.id, 'test');
     expect((await listUnfinishedSettlements(store)).map((s) => s.id)).not.toContain(pending!.id);
     expect(await idleDebtors(store, hour, { now })).toContain(settling);
+  });
+
+  test('idle debtors can be walked page by page after the last one seen, each payer once', async () => {
+    // Before every other test's records, so that only this test's payers are idle then.
+    const now = new Date('2001-01-01T12:00:00Z');
+    const hour = 3_600_000;
+    const idle = [newPayer(), newPayer(), newPayer(), newPayer(), newPayer()];
+    for (const payer of idle) await record(store, payer, 10n, new Date(now.getTime() - 2 * hour));
+    await record(store, newPayer(), 10n, new Date(now.getTime() - 1000));
+
+    const walked: Address[] = [];
+    for (let pages = 0; pages < idle.length; pages++) {
+      const page = await idleDebtors(store, hour, { now, limit: 2, after: walked.at(-1) });
+      walked.push(...page);
+      if (page.length < 2) break;
+    }
+
+    expect([...walked].sort()).toEqual([...idle].sort());
   });
 
   test('over any history of settlements: confirmed amounts x 1e6 - credit = cost of paid records', async () => {

@@ -1,6 +1,7 @@
+import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { afterAll, expect, onTestFinished, test, vi } from 'vitest';
 import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
-import { debtOf } from '../../src/billing/ledger.js';
+import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { createChainClient } from '../../src/payments/chain-client.js';
 import { createCollector } from '../../src/payments/collector.js';
@@ -151,4 +152,68 @@ test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every
   expect(await attempted(6_999)).toBe(false);
   expect(await attempted(7_000)).toBe(true);
   expect(collector.state().failing.find((entry) => entry.payer === payer.address)?.failures).toBe(4);
+});
+
+test('payers that can never be collected, more than a batch of them, do not keep another from being collected', async () => {
+  const quietDatabase = temporaryDatabase();
+  const quiet = await startGateway(
+    sessionGatewayConfig(local, anthropic, {
+      databaseUrl: quietDatabase.url,
+      limits: { collectorIntervalMs: 3_600_000 },
+    }),
+  );
+  onTestFinished(async () => {
+    await quiet.close();
+    quietDatabase.remove();
+  });
+  // Idle longer than anyone else, with no session left to collect with.
+  const longGone = Array.from({ length: 100 }, () => privateKeyToAddress(generatePrivateKey()));
+  const anHourAgo = new Date(Date.now() - 3_600_000);
+  await recordUsages(
+    quiet.store,
+    longGone.map((payer, i) => ({
+      requestId: `long-gone-${i}`,
+      payer,
+      rail: 'session' as const,
+      model: 'anthropic/claude-sonnet-4.5',
+      usage: {
+        inputTokens: 10,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+        outputTokens: 2,
+        reasoningTokens: 0,
+        exact: true,
+      },
+      cost: { providerPicoUsd: 60_000_000n, commissionPicoUsd: 6_000_000n, totalPicoUsd: 66_000_000n },
+      createdAt: anHourAgo,
+    })),
+  );
+  const payer = await newPayer(local, 3);
+  const session = await authorize(quiet, payer);
+  anthropic.script({ text: 'last words', usage: SMALL });
+  await chat(openaiFor(quiet, session.token));
+  const payerBefore = await usdcBalance(local, payer.address);
+  const collector = createCollector({
+    store: quiet.store,
+    chain: createChainClient(quiet.config.chain),
+    receiptTimeoutMs: 5_000,
+    withPayerLock: quiet.store.withPayerLock,
+    idleMs: 300,
+    intervalMs: 60_000,
+    batchSize: 10,
+    log: { warn: () => {}, error: () => {} },
+  });
+
+  const start = Date.now() + 1_000;
+  const runs = [];
+  // Enough runs of 10 to reach each of the 101 idle payers once.
+  for (let i = 0; i < 11; i++) runs.push(await collector.runOnce(new Date(start + i * 1_000)));
+
+  expect(runs.flatMap((run) => run.collected)).toEqual([payer.address]);
+  expect(new Set(runs.flatMap((run) => run.failed))).toEqual(new Set(longGone));
+  for (const run of runs) expect(run.collected.length + run.failed.length).toBeLessThanOrEqual(10);
+  const [settlement] = await settlementsOf(quiet.store, payer.address);
+  expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
+  expect(await usdcBalance(local, payer.address)).toBe(payerBefore - SMALL_COST_ATOMIC);
+  expect(collector.state().failing).toHaveLength(100);
 });
