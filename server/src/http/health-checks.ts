@@ -1,11 +1,12 @@
 import type { Redis } from 'ioredis';
-import { BaseError, createPublicClient, http, type PublicClient, webSocket } from 'viem';
+import { createPublicClient, http, type PublicClient, webSocket } from 'viem';
 import {
   DEFAULT_ANTHROPIC_BASE_URL,
   DEFAULT_GEMINI_BASE_URL,
   type GatewayConfig,
   type UpstreamConfig,
 } from '../config.js';
+import { chainErrorReason } from '../payments/chain-client.js';
 import type { DependencyCheck, DependencyState } from './health-route.js';
 
 /** The probes of the core: the chain RPC, each built-in provider, and Redis when it is used. */
@@ -42,8 +43,7 @@ export function chainRpcCheck(
       return { status: 'up', detail: `block ${await client.getBlockNumber()}` };
     } catch (error) {
       // The RPC URL may carry an API key: say what failed, never where.
-      const reason = error instanceof BaseError ? error.shortMessage : 'the RPC call failed';
-      return { status: 'down', detail: reason };
+      return { status: 'down', detail: chainErrorReason(error) };
     }
   };
   return {

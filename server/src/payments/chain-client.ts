@@ -120,6 +120,12 @@ export function chainErrorReason(error: unknown): string {
   return error instanceof BaseError ? error.shortMessage : 'the RPC call failed';
 }
 
+/** An error's message as fit to store or show (/health): a node call's without the RPC URL. */
+export function shownReason(error: unknown): string {
+  if (error instanceof BaseError) return chainErrorReason(error);
+  return error instanceof Error ? error.message : String(error);
+}
+
 const versionAbi = parseAbi(['function version() view returns (string)']);
 
 async function readToken(client: PublicClient, address: Address): Promise<TokenMetadata> {

@@ -3,6 +3,7 @@ import { idleDebtors } from '../billing/settlements.js';
 import type { DependencyCheck } from '../http/health-route.js';
 import type { Leadership } from '../store/leadership.js';
 import type { PayerLock } from '../store/payer-lock.js';
+import { shownReason } from './chain-client.js';
 import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile.js';
 import { latestUnexpiredSession } from './session-records.js';
 import { settleSessionDebt } from './session-settlement.js';
@@ -83,7 +84,7 @@ export function createCollector(options: CollectorOptions): Collector {
   const fail = (payer: Address, error: unknown, now: number) => {
     const failureCount = (failures.get(payer)?.failures ?? 0) + 1;
     const delay = Math.min(maxBackoffMs, backoffMs * 2 ** (failureCount - 1));
-    const lastError = error instanceof Error ? error.message : String(error);
+    const lastError = shownReason(error);
     failures.set(payer, { failures: failureCount, lastError, nextAttemptAt: now + delay });
     options.log.warn(
       { payer, failures: failureCount, err: error },
@@ -155,7 +156,7 @@ export function createCollector(options: CollectorOptions): Collector {
       await collectIdleDebts(now, run);
       lastRunError = null;
     } catch (error) {
-      lastRunError = error instanceof Error ? error.message : String(error);
+      lastRunError = shownReason(error);
       options.log.error({ err: error }, 'collector run failed');
     }
     lastRunAt = now;
