@@ -252,6 +252,8 @@ export class AnthropicStreamDecoder implements StreamDecoder {
   private metered = zeroUsage();
   /** Content block index -> OpenAI tool call index. */
   private readonly toolIndex = new Map<number, number>();
+  /** OpenAI tool call indexes that received arguments. */
+  private readonly toolsWithArguments = new Set<number>();
   private finished = false;
   private stopped = false;
 
@@ -281,8 +283,10 @@ export class AnthropicStreamDecoder implements StreamDecoder {
         const type = String(data.error?.type ?? 'api_error');
         throw new ProviderError(String(data.error?.message ?? type), ERROR_STATUS[type]);
       }
+      case 'content_block_stop':
+        return this.blockStop(data.index);
       default:
-        // ping, content_block_stop, and event types added after this was written
+        // ping, and event types added after this was written
         return [];
     }
   }
@@ -313,16 +317,28 @@ export class AnthropicStreamDecoder implements StreamDecoder {
     ];
   }
 
+  /**
+   * A tool call without input streams no argument text: its arguments end as `{}` (what the whole
+   * answer says, and what clients parse), not as an empty string.
+   */
+  private blockStop(index: number): StreamPart[] {
+    const toolIndex = this.toolIndex.get(index);
+    if (toolIndex === undefined || this.toolsWithArguments.has(toolIndex)) return [];
+    return [{ type: 'delta', toolCalls: [{ index: toolIndex, function: { arguments: '{}' } }] }];
+  }
+
   private blockDelta(
     index: number,
     delta: { type: string; text?: string; partial_json?: string },
   ): StreamPart[] {
     if (delta.type === 'text_delta' && delta.text) return [{ type: 'delta', content: delta.text }];
     const toolIndex = this.toolIndex.get(index);
-    if (delta.type === 'input_json_delta' && delta.partial_json && toolIndex !== undefined)
+    if (delta.type === 'input_json_delta' && delta.partial_json && toolIndex !== undefined) {
+      this.toolsWithArguments.add(toolIndex);
       return [
         { type: 'delta', toolCalls: [{ index: toolIndex, function: { arguments: delta.partial_json } }] },
       ];
+    }
     // thinking_delta, signature_delta, citations_delta: not part of the OpenAI answer
     return [];
   }

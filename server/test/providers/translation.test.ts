@@ -173,6 +173,34 @@ describe('Anthropic', () => {
     expect(decoder.usage().exact).toBe(true);
   });
 
+  test('a streamed tool call without input ends with arguments {}, as the whole answer has them', () => {
+    const decoder = new AnthropicStreamDecoder();
+    const parts = [
+      {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'tool_use', id: 'toolu_1', name: 'now', input: {} },
+      },
+      { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '' } },
+      { type: 'content_block_stop', index: 0 },
+      {
+        type: 'content_block_start',
+        index: 1,
+        content_block: { type: 'tool_use', id: 'toolu_2', name: 'f', input: {} },
+      },
+      { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '{}' } },
+      { type: 'content_block_stop', index: 1 },
+    ].flatMap((data) => decoder.decode(event(data)));
+    const argumentsOf = (index: number) =>
+      parts
+        .flatMap((part) => (part.type === 'delta' ? (part.toolCalls ?? []) : []))
+        .filter((call) => call.index === index)
+        .map((call) => call.function?.arguments ?? '')
+        .join('');
+    expect(argumentsOf(0)).toBe('{}');
+    expect(argumentsOf(1)).toBe('{}');
+  });
+
   test('an error event is a ProviderError with the status of its type', () => {
     const decoder = new AnthropicStreamDecoder();
     let error: unknown;
