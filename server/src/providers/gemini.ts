@@ -10,6 +10,8 @@
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
  *   implies; data URLs go as `inlineData`.
  * - Thought parts (`thought: true`) are not part of the OpenAI answer; their tokens are reasoning tokens.
+ * - Penalties are dropped without error: Gemini 2.5 and later refuse any but 0 ("Penalty is not
+ *   enabled for models/gemini-2.5-flash"); only 2.0 models took them.
  * - Empty texts are left out (Gemini refuses empty text parts and empty turns), and messages left
  *   empty with them; a conversation with no turn left is a 400 before any payment.
  * - A function call's thought signature (Gemini 3 refuses a conversation whose current turn lacks
@@ -94,8 +96,6 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
     ...(request.top_k != null && { topK: request.top_k }),
     ...(stop.length > 0 && { stopSequences: stop }),
     ...(request.response_format?.type === 'json_object' && { responseMimeType: 'application/json' }),
-    ...(request.presence_penalty != null && { presencePenalty: request.presence_penalty }),
-    ...(request.frequency_penalty != null && { frequencyPenalty: request.frequency_penalty }),
     ...(request.seed != null && { seed: request.seed }),
   };
   return {
