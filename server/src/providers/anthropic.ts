@@ -13,7 +13,14 @@
  * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`.
  */
 import type { CatalogModel } from '../catalog/catalog.js';
-import { imageSource, isInstruction, noTurnsError, textOf, toolArguments } from './message-parts.js';
+import {
+  imageSource,
+  isInstruction,
+  JSON_MODE_INSTRUCTION,
+  noTurnsError,
+  textOf,
+  toolArguments,
+} from './message-parts.js';
 import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
 import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
@@ -21,9 +28,6 @@ import { type MeteredUsage, type ProviderCompletion, ProviderError, type StreamP
 import { zeroUsage } from './usage.js';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
-
-export const JSON_MODE_INSTRUCTION =
-  'Answer with one valid JSON object and nothing else: no prose before or after it, no Markdown code fences.';
 
 interface TextBlock {
   type: 'text';

@@ -22,6 +22,7 @@ import type { CatalogModel } from '../catalog/catalog.js';
 import {
   imageSource,
   isInstruction,
+  JSON_MODE_INSTRUCTION,
   mediaTypeOfUrl,
   newToolCallId,
   noTurnsError,
@@ -89,13 +90,16 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
   const { systemInstruction, contents } = geminiContents(request.messages);
   const stop = [request.stop ?? []].flat().filter((sequence) => sequence !== '');
   const tools = request.tools ?? [];
+  // Gemini 2.5 refuses a JSON response type beside function calling: JSON mode is then an instruction.
+  const jsonMode = request.response_format?.type === 'json_object';
+  if (jsonMode && tools.length > 0) systemInstruction.parts.push({ text: JSON_MODE_INSTRUCTION });
   const generationConfig = {
     maxOutputTokens: request.max_completion_tokens ?? request.max_tokens ?? model.defaultMaxTokens,
     ...(request.temperature != null && { temperature: request.temperature }),
     ...(request.top_p != null && { topP: request.top_p }),
     ...(request.top_k != null && { topK: request.top_k }),
     ...(stop.length > 0 && { stopSequences: stop }),
-    ...(request.response_format?.type === 'json_object' && { responseMimeType: 'application/json' }),
+    ...(jsonMode && tools.length === 0 && { responseMimeType: 'application/json' }),
     ...(request.seed != null && { seed: request.seed }),
   };
   return {

@@ -46,6 +46,10 @@ export function newToolCallId(): string {
   return `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`;
 }
 
+/** JSON mode where the provider has none for the request: said as a system instruction. */
+export const JSON_MODE_INSTRUCTION =
+  'Answer with one valid JSON object and nothing else: no prose before or after it, no Markdown code fences.';
+
 /** Instructions rather than a turn: the system role, or `developer` as OpenAI's newer models name it. */
 export function isInstruction(message: ChatMessage): boolean {
   return message.role === 'system' || message.role === 'developer';

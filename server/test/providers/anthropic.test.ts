@@ -1,6 +1,6 @@
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { JSON_MODE_INSTRUCTION } from '../../src/providers/anthropic.js';
+import { JSON_MODE_INSTRUCTION } from '../../src/providers/message-parts.js';
 import { statedCost, TEST_PAYER } from '../support/chat-doubles.js';
 import { collect, type Harness, startHarness } from './gateway-harness.js';
 

@@ -1,6 +1,7 @@
 import type OpenAI from 'openai';
 import { APIError } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { JSON_MODE_INSTRUCTION } from '../../src/providers/message-parts.js';
 import { statedCost } from '../support/chat-doubles.js';
 import { collect, type Harness, startHarness } from './gateway-harness.js';
 
@@ -212,6 +213,24 @@ describe('Gemini behind /v1/chat/completions', () => {
     expect(chunks.filter((chunk) => chunk.choices.length > 0).at(-1)!.choices[0]!.finish_reason).toBe(
       'tool_calls',
     );
+  });
+
+  test('json mode beside tools is an instruction, not a response type (Gemini 2.5 refuses both together)', async () => {
+    h.gemini.script({ text: '{"ok":true}' });
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Say ok as JSON.' },
+      ],
+      response_format: { type: 'json_object' },
+      tools: [weatherTool],
+    });
+    const sent = lastSent().body;
+    expect(sent.generationConfig).not.toHaveProperty('responseMimeType');
+    expect(sent.systemInstruction).toEqual({
+      parts: [{ text: 'Be brief.' }, { text: JSON_MODE_INSTRUCTION }],
+    });
   });
 
   test('images: a data URL becomes inlineData, an http URL fileData', async () => {
