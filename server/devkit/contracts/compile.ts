@@ -30,7 +30,11 @@ interface SolcOutput {
 const require = createRequire(import.meta.url);
 
 /** The sources in this folder that become artifacts, by contract name. */
-export const contractSources = { TestUSDC: 'TestUSDC.sol', Multicall3: 'Multicall3.sol' } as const;
+export const contractSources = {
+  TestUSDC: 'TestUSDC.sol',
+  Multicall3: 'Multicall3.sol',
+  InertDelegator: 'InertDelegator.sol',
+} as const;
 export type ContractName = keyof typeof contractSources;
 
 // Fixed settings: the committed artifacts are only reproducible if these never drift.

@@ -133,8 +133,9 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
     await failSettlement(store, settlement.id, OUTBOX_FAILURES.replaced);
     throw new SettlementUnavailableError(`settlement ${sent.hash} was dropped; retry`);
   }
-  const final = await settleFromReceipt(store, settlement.id, receipt);
-  if (final.status !== 'confirmed') throw new SettlementRefusedError('reverted', undefined, owed);
+  const final = await settleFromReceipt(deps, settlement, receipt);
+  if (final.status !== 'confirmed')
+    throw new SettlementRefusedError(receipt.status === 'success' ? 'not_paid' : 'reverted', undefined, owed);
   return {
     settlementId: settlement.id,
     txHash: sent.hash,

@@ -9,7 +9,8 @@ export type RefusalReason =
   | 'insufficient_balance'
   | 'invalid_delegation'
   | 'account_not_deployed'
-  | 'reverted';
+  | 'reverted'
+  | 'not_paid';
 
 const EXPLANATIONS: Record<RefusalReason, string> = {
   cap_reached: "the session's spending cap is used up; authorize a new session with a higher cap",
@@ -19,6 +20,8 @@ const EXPLANATIONS: Record<RefusalReason, string> = {
   invalid_delegation: 'the delegation cannot be redeemed by the gateway; authorize a new session',
   account_not_deployed: 'the smart account could not be deployed; deploy it and retry',
   reverted: 'the settlement transaction reverted on chain',
+  not_paid:
+    'the settlement transaction moved no USDC from the smart account to the treasury; authorize a new session from a MetaMask smart account',
 };
 
 /** The chain will not move the payer's USDC: settlement is refused and the request must not be forwarded. */

@@ -2,9 +2,15 @@ import { contracts } from '@metamask/smart-accounts-kit';
 import { type Address, getAddress, type Hash, parseEventLogs } from 'viem';
 import { afterAll, describe, expect, test } from 'vitest';
 import { type LocalChain, type PayerAccount, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
+import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/InertDelegator.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
-import type { AuthorizedSession } from '../../src/client/index.js';
+import {
+  type AuthorizedSession,
+  authorizeSession,
+  buildSessionDelegation,
+  fetchTerms,
+} from '../../src/client/index.js';
 import {
   type AnthropicStep,
   authorize,
@@ -326,6 +332,36 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
       await local.testClient.stopImpersonatingAccount({ address: payer.address });
     });
     expect(refused.body.error).toMatchObject({ details: { reason: 'revoked' } });
+  });
+
+  test('a delegator that accepts any signature and executes nothing: the redemption succeeds, pays nothing, and is not taken for a payment', async () => {
+    const deployed = await local.deployer.deployContract({
+      abi: inertDelegator.abi,
+      bytecode: inertDelegator.bytecode,
+    });
+    const delegator = (await local.publicClient.waitForTransactionReceipt({ hash: deployed }))
+      .contractAddress as Address;
+    const terms = await fetchTerms(gateway.url);
+    const session = await authorizeSession({
+      gatewayUrl: gateway.url,
+      delegation: buildSessionDelegation({
+        terms,
+        delegator,
+        cap: 1_000_000n,
+        expiresAt: new Date(Date.now() + 3_600_000),
+      }),
+      signature: `0x${'00'.repeat(65)}`,
+    });
+    const refused = await refusedAfterDebt(session, { address: delegator } as PayerAccount);
+    expect(refused.body.error).toMatchObject({
+      code: 'payment_required',
+      details: { reason: 'not_paid', owedAtomic: '66' },
+    });
+    // Its transaction is on chain and succeeded, yet the settlement is failed: nothing was paid.
+    const failed = await lastSettlement(delegator);
+    const receipt = await local.publicClient.getTransactionReceipt({ hash: failed.txHash as Hash });
+    expect(receipt.status).toBe('success');
+    expect(failed.failureReason).toMatch(/moved no USDC/);
   });
 });
 

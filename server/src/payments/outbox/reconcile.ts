@@ -21,6 +21,7 @@ import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import type { ChainClient } from '../chain-client.js';
 import { BroadcastError } from '../relayer.js';
+import { paysTreasury } from '../treasury-transfer.js';
 
 export interface OutboxDeps {
   store: Store;
@@ -38,6 +39,8 @@ export const OUTBOX_FAILURES = {
   replaced:
     'the settlement transaction was dropped: its nonce was used by another transaction; nothing was paid',
   refused: 'the node refused the settlement transaction; nothing was paid',
+  notPaid:
+    'the settlement transaction succeeded but moved no USDC from the payer to the treasury; nothing was paid',
 } as const;
 
 /**
@@ -59,7 +62,7 @@ export async function reconcileSettlement(deps: OutboxDeps, id: string): Promise
   const receipt =
     (await receiptOfAny(deps.chain, sentHashes(settlement))) ?? (await awaitIfKnown(deps, sent));
   if (receipt === 'in-flight') return (await findSettlement(store, id)) ?? settlement;
-  if (receipt) return settleFromReceipt(store, id, receipt);
+  if (receipt) return settleFromReceipt(deps, settlement, receipt);
   return failSettlement(store, id, OUTBOX_FAILURES.replaced);
 }
 
@@ -79,18 +82,28 @@ export async function finishUnfinishedSettlements(
   return finished;
 }
 
-/** Records the receipt of a settlement's own transaction. */
+/**
+ * Records the receipt of a settlement's own transaction: confirmed only when it moved what the
+ * settlement owes from the payer to the treasury.
+ */
 export function settleFromReceipt(
-  store: Store,
-  id: string,
+  deps: OutboxDeps,
+  settlement: Settlement,
   receipt: TransactionReceipt,
 ): Promise<Settlement> {
-  if (receipt.status === 'success')
-    return confirmSettlement(store, id, {
-      txHash: receipt.transactionHash,
-      blockNumber: receipt.blockNumber,
-    });
-  return failSettlement(store, id, OUTBOX_FAILURES.reverted);
+  const { store, chain } = deps;
+  if (receipt.status !== 'success') return failSettlement(store, settlement.id, OUTBOX_FAILURES.reverted);
+  const expected = {
+    token: chain.usdc,
+    payer: settlement.payer,
+    treasury: chain.treasury,
+    amount: settlement.amountAtomic,
+  };
+  if (!paysTreasury(receipt, expected)) return failSettlement(store, settlement.id, OUTBOX_FAILURES.notPaid);
+  return confirmSettlement(store, settlement.id, {
+    txHash: receipt.transactionHash,
+    blockNumber: receipt.blockNumber,
+  });
 }
 
 /**
