@@ -14,6 +14,7 @@ export {
   revokeSession,
   type SessionDelegationOptions,
   signSessionDelegation,
+  termsOfAccount,
   type UnsignedDelegation,
 } from './session-client.js';
 export {

@@ -5,7 +5,7 @@ import {
   SIGNABLE_DELEGATION_TYPED_DATA,
   toDelegationStruct,
 } from '@metamask/smart-accounts-kit/utils';
-import { type Address, type Hex, pad } from 'viem';
+import { type Address, type Hex, isAddressEqual, pad } from 'viem';
 import { type AuthorizedSession, type RevokedSession, type SessionTerms, SIGNATURE_HEADER } from './types.js';
 
 /** A delegation not signed yet (its `signature` is `0x`). */
@@ -31,6 +31,9 @@ interface Transport {
 }
 
 /** `GET /v1/authorize`: what the gateway accepts and whom to delegate to. */
+/** How far a payer's clock may run ahead of the gateway's without its period cap starting "in the future". */
+const CLOCK_SKEW_SECONDS = 60;
+
 export async function fetchTerms(gatewayUrl: string, transport: Transport = {}): Promise<SessionTerms> {
   return call<SessionTerms>(transport, `${base(gatewayUrl)}/v1/authorize`, { method: 'GET' });
 }
@@ -42,7 +45,10 @@ export interface SessionDelegationOptions {
   delegator?: Address;
   /** The most USDC (atomic units) the gateway may ever transfer; per period when `period` is given. */
   cap: bigint;
-  /** Makes `cap` renew every `seconds` (ERC20PeriodTransferEnforcer), counting from `startsAt` (default now). */
+  /**
+   * Makes `cap` renew every `seconds` (ERC20PeriodTransferEnforcer), counting from `startsAt` (default
+   * a minute ago: the gateway refuses a start in its future, and clocks differ).
+   */
   period?: { seconds: number; startsAt?: Date };
   expiresAt: Date;
   /** Default: 32 random bytes. A delegation authorizes one session only; a new one needs a new salt. */
@@ -57,14 +63,14 @@ export function buildSessionDelegation(options: SessionDelegationOptions): Unsig
   const { terms } = options;
   const delegator = options.smartAccount?.address ?? options.delegator;
   if (!delegator) throw new Error('buildSessionDelegation needs a smartAccount or a delegator address');
-  const now = Math.floor(Date.now() / 1000);
+  const startsAt = Math.floor(Date.now() / 1000) - CLOCK_SKEW_SECONDS;
   const builder = createCaveatBuilder(terms.environment).addCaveat('valueLte', { maxValue: 0n });
   if (options.period)
     builder.addCaveat('erc20PeriodTransfer', {
       tokenAddress: terms.usdc.address,
       periodAmount: options.cap,
       periodDuration: options.period.seconds,
-      startDate: Math.floor((options.period.startsAt?.getTime() ?? now * 1000) / 1000),
+      startDate: options.period.startsAt ? Math.floor(options.period.startsAt.getTime() / 1000) : startsAt,
     });
   else builder.addCaveat('erc20TransferAmount', { tokenAddress: terms.usdc.address, maxAmount: options.cap });
   builder
@@ -134,10 +140,37 @@ export interface AuthorizeWithSmartAccountOptions
 export async function authorizeWithSmartAccount(
   options: AuthorizeWithSmartAccountOptions,
 ): Promise<AuthorizedSession> {
-  const terms = await fetchTerms(options.gatewayUrl, options);
+  const terms = termsOfAccount(await fetchTerms(options.gatewayUrl, options), options.smartAccount);
   const delegation = buildSessionDelegation({ ...options, terms });
   const signature = await signSessionDelegation(options.smartAccount, delegation, terms);
   return authorizeSession({ ...options, delegation, signature, chainId: terms.chainId });
+}
+
+/**
+ * The gateway's terms, held against the Delegation Framework deployment the payer's own account uses:
+ * the caveats are built on that deployment's enforcers and signed for its DelegationManager. A gateway
+ * (or a page pretending to be one) naming other contracts, which might restrict nothing, is refused.
+ */
+export function termsOfAccount(
+  terms: SessionTerms,
+  account: Pick<MetaMaskSmartAccount, 'environment'>,
+): SessionTerms {
+  const own = account.environment;
+  const differs = (named: Address, expected: Address | undefined) =>
+    expected === undefined || !isAddressEqual(named, expected);
+  if (
+    differs(terms.delegationManager, own.DelegationManager) ||
+    differs(terms.domain.verifyingContract, own.DelegationManager)
+  )
+    throw new Error(
+      `the gateway names DelegationManager ${terms.domain.verifyingContract}, not the smart account's ${own.DelegationManager}`,
+    );
+  for (const [name, address] of Object.entries(terms.enforcers))
+    if (differs(address, own.caveatEnforcers[name]))
+      throw new Error(
+        `the gateway names ${name} ${address}, not the smart account's ${own.caveatEnforcers[name]}`,
+      );
+  return { ...terms, environment: own };
 }
 
 /** `DELETE /v1/authorize`: ends the session of `token`; later requests with it get 401. */

@@ -7,10 +7,15 @@ import {
   defineChain,
   erc20Abi,
   getAddress,
+  HttpRequestError,
   http,
   type PublicClient,
   parseAbi,
+  RpcRequestError,
+  SocketClosedError,
+  TimeoutError,
   type Transport,
+  WebSocketRequestError,
   webSocket,
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -118,6 +123,25 @@ export function delegationEnvironment(chain: ChainConfig): SmartAccountsEnvironm
 /** What went wrong on the chain, without the RPC URL (it may carry an API key). */
 export function chainErrorReason(error: unknown): string {
   return error instanceof BaseError ? error.shortMessage : 'the RPC call failed';
+}
+
+const TRANSPORT_ERRORS = [
+  HttpRequestError,
+  RpcRequestError,
+  SocketClosedError,
+  TimeoutError,
+  WebSocketRequestError,
+];
+
+/**
+ * The node could not be reached, did not answer in time, or failed the call itself: retry later.
+ * Anything else viem throws is about the input (a signature or proof it cannot decode).
+ */
+export function isTransportFailure(error: unknown): boolean {
+  return (
+    error instanceof BaseError &&
+    error.walk((cause) => TRANSPORT_ERRORS.some((type) => cause instanceof type)) !== null
+  );
 }
 
 /** An error's message as fit to store or show (/health): a node call's without the RPC URL. */

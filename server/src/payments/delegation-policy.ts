@@ -115,6 +115,8 @@ export function checkDelegation(
             terms,
             'startDate must not be in the future: the first settlement may be due now',
           );
+        // The enforcer refuses every transfer under a zero start date (invalid-zero-start-date).
+        if (decoded.startDate === 0) throw validationError(terms, 'startDate must be after 0');
         limits.period = {
           amountAtomic: decoded.periodAmount.toString(),
           periodSeconds: decoded.periodDuration,

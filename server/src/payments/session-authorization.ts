@@ -5,12 +5,13 @@ import type { SessionLimits } from '../client/types.js';
 import { ApiError, validationError } from '../http/errors.js';
 import type { Store } from '../store/database.js';
 import { insertSession } from '../store/sessions.js';
-import { type ChainClient, chainErrorReason } from './chain-client.js';
+import { type ChainClient, chainErrorReason, isTransportFailure } from './chain-client.js';
 import { hashDelegation, isDelegationDisabled } from './delegation-framework.js';
 import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
 import {
   delegationDomain,
   isTrustedFactory,
+  type RedeemableSignature,
   redeemableSignature,
   verifyDelegationSignature,
 } from './delegation-signature.js';
@@ -56,7 +57,7 @@ export function createSessionAuthorizer(
         );
       const accepted = checkDelegation(policy, delegation, now);
       const delegator = accepted.delegation.delegator;
-      const { deployment } = redeemableSignature(signature);
+      const { deployment } = redeemableOrRefused(signature);
       if (deployment && !isTrustedFactory(deployment, chain.environment.SimpleFactory))
         throw validationError(
           'x-authorization-signature',
@@ -67,7 +68,13 @@ export function createSessionAuthorizer(
       const [code, valid, disabled] = await onChain(() =>
         Promise.all([
           client.getCode({ address: delegator }),
-          verifyDelegationSignature(client, domain, accepted.delegation, signature),
+          // A signature viem cannot decode (an ERC-6492 or ERC-8010 suffix wrapping nothing) is not valid.
+          verifyDelegationSignature(client, domain, accepted.delegation, signature).catch(
+            (error: unknown) => {
+              if (isTransportFailure(error)) throw error;
+              return false;
+            },
+          ),
           isDelegationDisabled(client, chain.environment.DelegationManager, delegationHash),
         ]),
       );
@@ -76,12 +83,7 @@ export function createSessionAuthorizer(
           'delegation.delegator',
           'is not a deployed smart account: deploy it, or sign with ERC-6492 (as an undeployed MetaMask smart account does) so the gateway deploys it before the first settlement',
         );
-      if (!valid)
-        throw new ApiError(
-          401,
-          'unauthorized',
-          "x-authorization-signature is not the delegator's signature of this delegation",
-        );
+      if (!valid) throw notTheSignature();
       if (disabled) throw validationError('delegation', 'is disabled in the DelegationManager');
       if (await findSessionByDelegationHash(store, delegationHash))
         throw validationError('delegation.salt', `the delegation ${REPLAYED}`);
@@ -107,6 +109,22 @@ export function createSessionAuthorizer(
       return { sessionId, wallet: delegator, expiresAt: accepted.expiresAt, limits: accepted.limits };
     },
   };
+}
+
+function notTheSignature(): ApiError {
+  return new ApiError(
+    401,
+    'unauthorized',
+    "x-authorization-signature is not the delegator's signature of this delegation",
+  );
+}
+
+function redeemableOrRefused(signature: Hex): RedeemableSignature {
+  try {
+    return redeemableSignature(signature);
+  } catch {
+    throw notTheSignature();
+  }
 }
 
 async function onChain<T>(read: () => Promise<T>): Promise<T> {

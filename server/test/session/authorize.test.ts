@@ -9,6 +9,7 @@ import {
   GatewayError,
   type SessionTerms,
   signSessionDelegation,
+  termsOfAccount,
   type UnsignedDelegation,
 } from '../../src/client/index.js';
 import { testConfig } from '../support/config.js';
@@ -280,6 +281,27 @@ describe('POST /v1/authorize', () => {
       'delegation.caveats[0].enforcer',
     ],
     ['no salt', ({ salt: _salt, ...rest }) => rest, 'delegation.salt'],
+    [
+      // The enforcer refuses any value shorter than a byte (invalid-terms-size): nothing could be paid.
+      'the recipient pin has an empty value',
+      (d) => setCaveat(d, 2, { terms: pad('0x04', { size: 32 }) }),
+      'delegation.caveats[2].terms',
+    ],
+    [
+      // The period enforcer refuses every transfer under a zero start date (invalid-zero-start-date).
+      'a period cap starting at 0',
+      (d) =>
+        setCaveat(d, 1, {
+          enforcer: enforcer('ERC20PeriodTransferEnforcer'),
+          terms: concat([
+            local.usdc,
+            pad(toHex(1_000_000n), { size: 32 }),
+            pad(toHex(86_400n), { size: 32 }),
+            pad('0x00', { size: 32 }),
+          ]),
+        }),
+      'delegation.caveats[1].terms',
+    ],
   ];
 
   test.each(policyCases)('400 naming the field when %s', async (_case, mutate, field) => {
@@ -290,6 +312,37 @@ describe('POST /v1/authorize', () => {
     const res = await post({ chainId: local.chainId, delegation }, signature);
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ code: 'validation_error', field });
+  });
+
+  test('401, not a 500 or a 503, for a signature ending in the ERC-6492 or ERC-8010 suffix around nothing', async () => {
+    const delegation = delegationFor(payer);
+    for (const magic of ['6492', '8010']) {
+      const res = await post({ chainId: local.chainId, delegation }, `0x${magic.repeat(16)}`);
+      expect(`${res.status} ${res.body.error?.code}`).toBe('401 unauthorized');
+    }
+  });
+
+  test('the client helper backdates a period cap a minute, so a payer clock running ahead is accepted', async () => {
+    const session = await authorize(gateway, await newPayer(local, 2, { salt: 9 }), {
+      cap: 50_000n,
+      period: { seconds: 86_400 },
+    });
+    const startsAt = Date.parse(session.limits.period?.startsAt ?? '');
+    expect(Date.now() - startsAt).toBeGreaterThanOrEqual(59_000);
+  });
+
+  test('the client helper refuses terms naming enforcers other than its smart account uses', async () => {
+    const hostile = {
+      ...terms,
+      enforcers: { ...terms.enforcers, ERC20TransferAmountEnforcer: local.accounts.deployer.address },
+    };
+    expect(() => termsOfAccount(hostile, payer.account)).toThrow(/ERC20TransferAmountEnforcer/);
+    const otherManager = {
+      ...terms,
+      domain: { ...terms.domain, verifyingContract: local.accounts.deployer.address },
+    };
+    expect(() => termsOfAccount(otherManager, payer.account)).toThrow(/DelegationManager/);
+    expect(termsOfAccount(terms, payer.account).environment).toBe(payer.account.environment);
   });
 
   test('400 on another chain id, or a signature that is not hex', async () => {
