@@ -1,17 +1,36 @@
 import { x402Client } from '@x402/core/client';
-import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from '@x402/core/http';
+import {
+  decodePaymentRequiredHeader,
+  decodePaymentResponseHeader,
+  decodePaymentSignatureHeader,
+  encodePaymentSignatureHeader,
+} from '@x402/core/http';
 import type { PaymentRequired, SettleResponse } from '@x402/core/types';
+import type { ExactEIP3009Payload } from '@x402/evm';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import OpenAI from 'openai';
-import type { Address, Hex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
-import { afterAll, beforeAll } from 'vitest';
-import { createLocalChain, type LocalChain, mintUsdc, type PayerAccount } from '../../devkit/chain/index.js';
+import type { Address, Hash, Hex } from 'viem';
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
+import { afterAll, beforeAll, expect } from 'vitest';
+import {
+  createLocalChain,
+  type LocalChain,
+  mintUsdc,
+  type PayerAccount,
+  testUsdcAbi,
+} from '../../devkit/chain/index.js';
 import { type FacilitatorServer, startFacilitatorServer } from '../../devkit/facilitator.js';
 import { type AnthropicStep, startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import type { Simulator } from '../../devkit/simulators/simulator-server.js';
+import { debtOf } from '../../src/billing/ledger.js';
 import type { LimitsConfig } from '../../src/config.js';
+import {
+  signTransferAuthorization,
+  splitSignature,
+  type TransferAuthorization,
+} from '../chain/authorizations.js';
+import { type RpcProxy, startRpcProxy } from '../faults/rpc-proxy.js';
 import {
   chainGatewayConfig,
   type GatewayUnderTest,
@@ -101,15 +120,18 @@ export interface X402Stack {
   anthropic: Simulator<AnthropicStep>;
   gateway: GatewayUnderTest;
   facilitator?: FacilitatorServer;
+  /** The proxy between the gateway and the chain, when asked: the test fails or stalls the gateway's calls. */
+  rpc?: RpcProxy;
 }
 
 /**
  * Starts the stack before the file's tests and stops it after them; the fields are set once
  * `beforeAll` ran. With `remoteFacilitator`, the gateway settles through a facilitator server that
- * sends from the last payer key (tests leave that one to it).
+ * sends from the last payer key (tests leave that one to it). With `rpcProxy`, the gateway reaches
+ * the chain through an RPC proxy; the test's own clients reach it directly.
  */
 export function useX402Stack(
-  options: { remoteFacilitator?: boolean; limits?: Partial<LimitsConfig> } = {},
+  options: { remoteFacilitator?: boolean; rpcProxy?: boolean; limits?: Partial<LimitsConfig> } = {},
 ): X402Stack {
   const stack = {} as X402Stack;
   const database = temporaryDatabase();
@@ -120,16 +142,19 @@ export function useX402Stack(
         chain: stack.local.chain,
         privateKey: stack.local.accounts.payers.at(-1)!.privateKey,
       });
+    if (options.rpcProxy) stack.rpc = await startRpcProxy(stack.local.rpcUrl);
+    const config = chainGatewayConfig(stack.local, stack.anthropic, {
+      databaseUrl: database.url,
+      facilitatorUrl: stack.facilitator?.url,
+      limits: options.limits,
+    });
     stack.gateway = await startGateway(
-      chainGatewayConfig(stack.local, stack.anthropic, {
-        databaseUrl: database.url,
-        facilitatorUrl: stack.facilitator?.url,
-        limits: options.limits,
-      }),
+      stack.rpc ? { ...config, chain: { ...config.chain, rpcUrl: stack.rpc.url } } : config,
     );
   });
   afterAll(async () => {
     await stack.gateway?.close();
+    await stack.rpc?.close();
     await Promise.all([stack.facilitator?.close(), stack.anthropic?.close(), stack.local?.stop()]);
     database.remove();
   });
@@ -137,8 +162,25 @@ export function useX402Stack(
 }
 
 /** An EOA payer (a chain kit payer key) holding `usdc` atomic units more. */
-export async function fundedEoa(stack: X402Stack, index: number, usdc = 10_000_000n) {
-  const account = privateKeyToAccount(stack.local.accounts.payers[index]!.privateKey);
+export function fundedEoa(stack: X402Stack, index: number, usdc = 10_000_000n): Promise<PrivateKeyAccount> {
+  return fundedAccount(stack, stack.local.accounts.payers[index]!.privateKey, usdc);
+}
+
+/** An EOA payer of a fresh key holding `usdc` atomic units: for suites that need more payers than the kit's keys. */
+export function freshEoa(stack: X402Stack, usdc = 10_000_000n): Promise<PrivateKeyAccount> {
+  return fundedAccount(stack, generatePrivateKey(), usdc);
+}
+
+/** A payer of a fresh key holding 1 USDC whose first request was served: it owes SMALL_COST. */
+export async function payerOwingSmallCost(stack: X402Stack): Promise<PrivateKeyAccount> {
+  const payer = await freshEoa(stack, 1_000_000n);
+  await chat(stack, payer);
+  expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+  return payer;
+}
+
+async function fundedAccount(stack: X402Stack, privateKey: Hex, usdc: bigint): Promise<PrivateKeyAccount> {
+  const account = privateKeyToAccount(privateKey);
   await mintUsdc(stack.local, account.address, usdc);
   return account;
 }
@@ -162,4 +204,73 @@ export async function chat(stack: X402Stack, signer: PayerSigner, usage = SMALL)
   );
   const { data, response } = await openai.chat.completions.create(chatBody).withResponse();
   return { completion: data, headers: response.headers, exchanges: recorder.exchanges };
+}
+
+/** A raw chat request with a proof header, as a client that builds its own would send it. */
+export function sendProof(stack: X402Stack, header: string, value: string): Promise<Response> {
+  return fetch(`${stack.gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', [header]: value },
+    body: JSON.stringify(chatBody),
+  });
+}
+
+/** A v2 proof of `amount` signed by the stock client against the gateway's requirements edited by `edit`. */
+export async function proofFor(
+  stack: X402Stack,
+  signer: PayerSigner,
+  amount: bigint,
+  edit: (accepts: PaymentRequired['accepts'][number]) => PaymentRequired['accepts'][number] = (a) => a,
+): Promise<string> {
+  const asked = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(chatBody),
+  });
+  const required = requiredOf(asked.headers);
+  const client = new x402Client();
+  registerExactEvmScheme(client, { signer });
+  client.setSpendControls(false);
+  const accepts = required.accepts.map((a) => edit({ ...a, amount: amount.toString() }));
+  return encodePaymentSignatureHeader(await client.createPaymentPayload({ ...required, accepts }));
+}
+
+/** The EIP-3009 authorization a v2 proof header carries, as the token takes it. */
+export function authorizationOf(header: string): TransferAuthorization {
+  const { authorization } = decodePaymentSignatureHeader(header).payload as ExactEIP3009Payload;
+  return {
+    from: authorization.from as Address,
+    to: authorization.to as Address,
+    value: BigInt(authorization.value),
+    validAfter: BigInt(authorization.validAfter),
+    validBefore: BigInt(authorization.validBefore),
+    nonce: authorization.nonce as Hex,
+  };
+}
+
+/**
+ * The payer's authorization sent to the token by another sender than the gateway's relayer: anyone
+ * holding a signed authorization can send it, the deployer does here (so a `ReceiveWithAuthorization`
+ * must pay the deployer). With `gas`, it is sent without an estimate, so one that reverts is mined
+ * too. Resolves with the transaction's hash once it is mined.
+ */
+export async function landTransfer(
+  local: LocalChain,
+  payer: PrivateKeyAccount,
+  authorization: TransferAuthorization,
+  options: { gas?: bigint; primaryType?: 'TransferWithAuthorization' | 'ReceiveWithAuthorization' } = {},
+): Promise<Hash> {
+  const { primaryType = 'TransferWithAuthorization', gas } = options;
+  const signature = await signTransferAuthorization(local, payer, authorization, primaryType);
+  const { from, to, value, validAfter, validBefore, nonce } = authorization;
+  const hash = await local.deployer.writeContract({
+    address: local.usdc,
+    abi: testUsdcAbi,
+    functionName:
+      primaryType === 'ReceiveWithAuthorization' ? 'receiveWithAuthorization' : 'transferWithAuthorization',
+    args: [from, to, value, validAfter, validBefore, nonce, ...splitSignature(signature)],
+    gas,
+  });
+  await local.publicClient.waitForTransactionReceipt({ hash });
+  return hash;
 }

@@ -1,6 +1,7 @@
+import type { Hash, Hex } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { describe, expect, test, vi } from 'vitest';
-import { testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
+import { mintUsdc, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import {
   markSettlementSent,
@@ -10,13 +11,20 @@ import {
 } from '../../src/billing/settlements.js';
 import { recordAuthorization } from '../../src/payments/x402/authorizations.js';
 import {
-  signTransferAuthorization,
   splitSignature,
   type TransferAuthorization,
   transferAuthorization,
+  usdcDomain,
 } from '../chain/authorizations.js';
 import { reconcileWithChain } from '../support/ledger-checks.js';
-import { chat, fundedEoa, SMALL_COST, settlementOf, useX402Stack } from './harness.js';
+import {
+  chat,
+  landTransfer,
+  payerOwingSmallCost,
+  SMALL_COST,
+  settlementOf,
+  useX402Stack,
+} from './harness.js';
 
 // A gateway that crashed while settling leaves an x402 settlement pending; the payer's next
 // request finishes it from what the chain says about the proof's authorization, or the collector
@@ -25,12 +33,8 @@ import { chat, fundedEoa, SMALL_COST, settlementOf, useX402Stack } from './harne
 // The collector runs every 0.2 s and finishes settlements untouched for a second.
 const stack = useX402Stack({ limits: { collectorIntervalMs: 200, settlementTimeoutMs: 1_000 } });
 
-async function payerOwingSmallCost(index: number): Promise<PrivateKeyAccount> {
-  const payer = await fundedEoa(stack, index, 1_000_000n);
-  await chat(stack, payer);
-  expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
-  return payer;
-}
+/** A validBefore `seconds` from now (in the past when negative). */
+const inSeconds = (seconds: number) => BigInt(Math.floor(Date.now() / 1000) + seconds);
 
 /**
  * What the gateway had written when it crashed: the settlement opened and the proof's authorization
@@ -56,28 +60,90 @@ async function crashedSettlement(payer: PrivateKeyAccount, validBefore: bigint) 
   return { settlement, authorization };
 }
 
-/** The facilitator's transaction, which reached the chain although the gateway never heard back. */
-async function landTransfer(payer: PrivateKeyAccount, authorization: TransferAuthorization) {
+/** The payer cancels the authorization (EIP-3009 `cancelAuthorization`): its nonce is spent, nothing moves. */
+async function cancelAuthorization(payer: PrivateKeyAccount, authorization: TransferAuthorization) {
   const { local } = stack;
-  const signature = await signTransferAuthorization(local, payer, authorization);
-  const { from, to, value, validAfter, validBefore, nonce } = authorization;
+  const signature = await payer.signTypedData({
+    domain: usdcDomain(local),
+    types: {
+      CancelAuthorization: [
+        { name: 'authorizer', type: 'address' },
+        { name: 'nonce', type: 'bytes32' },
+      ],
+    },
+    primaryType: 'CancelAuthorization',
+    message: { authorizer: payer.address, nonce: authorization.nonce },
+  });
   const hash = await local.deployer.writeContract({
     address: local.usdc,
     abi: testUsdcAbi,
-    functionName: 'transferWithAuthorization',
-    args: [from, to, value, validAfter, validBefore, nonce, ...splitSignature(signature)],
+    functionName: 'cancelAuthorization',
+    args: [payer.address, authorization.nonce, ...splitSignature(signature)],
   });
   await local.publicClient.waitForTransactionReceipt({ hash });
   return hash;
 }
 
-const inAMinute = () => BigInt(Math.floor(Date.now() / 1000) + 60);
+/** The gateway's transaction of the authorization, reverted: the payer's balance had moved away (it is back now). */
+async function revertedTransfer(payer: PrivateKeyAccount, authorization: TransferAuthorization) {
+  const { local } = stack;
+  const funds = await usdcBalance(local, payer.address);
+  await landTransfer(
+    local,
+    payer,
+    transferAuthorization(payer.address, local.accounts.deployer.address, funds),
+  );
+  const hash = await landTransfer(local, payer, authorization, { gas: 200_000n });
+  expect((await local.publicClient.getTransactionReceipt({ hash })).status).toBe('reverted');
+  await mintUsdc(local, payer.address, funds);
+  return hash;
+}
+
+/** The payer's next request is held: 503 with retry-after, its debt still owed. */
+async function expectHeld(payer: PrivateKeyAccount) {
+  const error = await chat(stack, payer).catch((e: unknown) => e);
+  expect(error).toMatchObject({ status: 503, error: { code: 'payments_unavailable' } });
+  expect((error as { headers: Headers }).headers.get('retry-after')).toBe('3');
+  expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+}
+
+/**
+ * The payer's next request is asked for its debt and pays it with a new proof: the settlement left
+ * by the crash is failed (with `reason`), and the payer and the treasury see one payment.
+ */
+async function expectFailedThenPaidOnce(payer: PrivateKeyAccount, settlementId: string, reason: string) {
+  const { local } = stack;
+  const treasury = local.accounts.treasury.address;
+  const before = [await usdcBalance(local, payer.address), await usdcBalance(local, treasury)] as const;
+  const { exchanges } = await chat(stack, payer);
+  expect(exchanges.map((e) => e.status)).toEqual([402, 402, 200]);
+  expect(await usdcBalance(local, payer.address)).toBe(before[0] - SMALL_COST);
+  expect(await usdcBalance(local, treasury)).toBe(before[1] + SMALL_COST);
+  const settlements = await settlementsOf(stack.gateway.store, payer.address);
+  expect(settlements.find((s) => s.id === settlementId)).toMatchObject({
+    status: 'failed',
+    failureReason: reason,
+  });
+  expect(settlements.filter((s) => s.status === 'confirmed').map((s) => s.amountAtomic)).toEqual([
+    SMALL_COST,
+  ]);
+}
+
+/**
+ * The payer's settlements against the chain's transfers (`npm run reconcile`). Other payers' are left
+ * out: a payer that spends its proof's nonce on 1 unit to the treasury is a transfer no settlement
+ * records, as it should be.
+ */
+async function expectLedgerMatchesChain(payer: PrivateKeyAccount) {
+  const { mismatches } = await reconcileWithChain(stack.gateway.store, stack.local);
+  expect(mismatches.filter((mismatch) => !mismatch.payer || mismatch.payer === payer.address)).toEqual([]);
+}
 
 describe('a settlement left pending by a crash', () => {
   test('whose transfer landed is confirmed with that transaction: the payer is never charged twice', async () => {
-    const payer = await payerOwingSmallCost(0);
-    const { settlement, authorization } = await crashedSettlement(payer, inAMinute());
-    const hash = await landTransfer(payer, authorization);
+    const payer = await payerOwingSmallCost(stack);
+    const { settlement, authorization } = await crashedSettlement(payer, inSeconds(60));
+    const hash = await landTransfer(stack.local, payer, authorization);
     const paid = await usdcBalance(stack.local, payer.address);
 
     const { headers, exchanges } = await chat(stack, payer);
@@ -95,31 +161,97 @@ describe('a settlement left pending by a crash', () => {
   });
 
   test('whose authorization expired unused is failed, and the debt is paid once by the next proof', async () => {
-    const payer = await payerOwingSmallCost(1);
-    const expired = BigInt(Math.floor(Date.now() / 1000) - 1);
-    const { settlement } = await crashedSettlement(payer, expired);
-    const before = await usdcBalance(stack.local, payer.address);
-
-    const { exchanges } = await chat(stack, payer);
-    expect(exchanges.map((e) => e.status)).toEqual([402, 402, 200]);
-    expect(await usdcBalance(stack.local, payer.address)).toBe(before - SMALL_COST);
-    const settlements = await settlementsOf(stack.gateway.store, payer.address);
-    expect(settlements.find((s) => s.id === settlement.id)).toMatchObject({
-      status: 'failed',
-      failureReason: 'the payment authorization expired without being used',
-    });
-    expect(settlements.filter((s) => s.status === 'confirmed').map((s) => s.amountAtomic)).toEqual([
-      SMALL_COST,
-    ]);
+    const payer = await payerOwingSmallCost(stack);
+    const { settlement } = await crashedSettlement(payer, inSeconds(-1));
+    await expectFailedThenPaidOnce(
+      payer,
+      settlement.id,
+      'the payment authorization expired without being used',
+    );
   });
 
   test('whose authorization may still land holds the payer with 503 and retry-after', async () => {
-    const payer = await payerOwingSmallCost(2);
-    await crashedSettlement(payer, inAMinute());
-    const error = await chat(stack, payer).catch((e: unknown) => e);
-    expect(error).toMatchObject({ status: 503, error: { code: 'payments_unavailable' } });
-    expect((error as { headers: Headers }).headers.get('retry-after')).toBe('3');
-    expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+    const payer = await payerOwingSmallCost(stack);
+    await crashedSettlement(payer, inSeconds(60));
+    await expectHeld(payer);
+  });
+
+  // EIP-3009 nonces are the payer's: any authorization the payer signs under the proof's nonce
+  // spends it, and only a transfer of the amount to the treasury pays the settlement.
+  test.each<[string, (payer: PrivateKeyAccount, nonce: Hex) => Promise<Hash>]>([
+    [
+      'a transfer of 0 to itself',
+      (payer, nonce) =>
+        landTransfer(stack.local, payer, {
+          ...transferAuthorization(payer.address, payer.address, 0n),
+          nonce,
+        }),
+    ],
+    [
+      'a transfer of 1 unit to the treasury',
+      (payer, nonce) =>
+        landTransfer(stack.local, payer, {
+          ...transferAuthorization(payer.address, stack.local.accounts.treasury.address, 1n),
+          nonce,
+        }),
+    ],
+    [
+      'a receiveWithAuthorization paying someone else',
+      (payer, nonce) =>
+        landTransfer(
+          stack.local,
+          payer,
+          { ...transferAuthorization(payer.address, stack.local.accounts.deployer.address, 0n), nonce },
+          { primaryType: 'ReceiveWithAuthorization' },
+        ),
+    ],
+  ])(
+    'whose nonce the payer spent on %s is failed, and the debt is paid once by the next proof',
+    async (_, spend) => {
+      const payer = await payerOwingSmallCost(stack);
+      const { settlement, authorization } = await crashedSettlement(payer, inSeconds(60));
+      const spentBy = await spend(payer, authorization.nonce);
+      await expectFailedThenPaidOnce(
+        payer,
+        settlement.id,
+        `the payment authorization's nonce was used by transaction ${spentBy}, which did not pay ${SMALL_COST} USDC atomic units to the treasury`,
+      );
+    },
+  );
+
+  test('whose authorization the payer canceled is failed at once, and the debt is paid once by the next proof', async () => {
+    const payer = await payerOwingSmallCost(stack);
+    const { settlement, authorization } = await crashedSettlement(payer, inSeconds(60));
+    const canceledBy = await cancelAuthorization(payer, authorization);
+    await expectFailedThenPaidOnce(
+      payer,
+      settlement.id,
+      `the payer canceled the payment authorization (transaction ${canceledBy})`,
+    );
+  });
+
+  test('whose transaction reverted holds the payer while its authorization may still land, and is failed once it expired', async () => {
+    const payer = await payerOwingSmallCost(stack);
+    const { settlement, authorization } = await crashedSettlement(payer, inSeconds(3));
+    await markSettlementSent(
+      stack.gateway.store,
+      settlement.id,
+      await revertedTransfer(payer, authorization),
+    );
+    // The signed authorization is public in the reverted transaction: anyone may land it until it expires.
+    await expectHeld(payer);
+    await vi.waitFor(
+      async () =>
+        expect((await stack.local.publicClient.getBlock()).timestamp).toBeGreaterThanOrEqual(
+          authorization.validBefore,
+        ),
+      { timeout: 10_000, interval: 200 },
+    );
+    await expectFailedThenPaidOnce(
+      payer,
+      settlement.id,
+      'the payment authorization expired without being used',
+    );
   });
 });
 
@@ -127,9 +259,9 @@ describe('a settlement left sent whose payer never comes back', () => {
   const byTheCollector = { timeout: 10_000, interval: 100 };
 
   test('whose transfer landed is confirmed by the collector: paid once, the ledger equals the chain', async () => {
-    const payer = await payerOwingSmallCost(3);
-    const { settlement, authorization } = await crashedSettlement(payer, inAMinute());
-    const hash = await landTransfer(payer, authorization);
+    const payer = await payerOwingSmallCost(stack);
+    const { settlement, authorization } = await crashedSettlement(payer, inSeconds(60));
+    const hash = await landTransfer(stack.local, payer, authorization);
     await markSettlementSent(stack.gateway.store, settlement.id, hash);
     const paid = await usdcBalance(stack.local, payer.address);
 
@@ -139,21 +271,30 @@ describe('a settlement left sent whose payer never comes back', () => {
     }, byTheCollector);
     expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(0n);
     expect(await usdcBalance(stack.local, payer.address)).toBe(paid);
-    expect((await reconcileWithChain(stack.gateway.store, stack.local)).mismatches).toEqual([]);
+    await expectLedgerMatchesChain(payer);
   });
 
-  test('whose authorization expired unused is failed by the collector: the debt is owed again', async () => {
-    const payer = await payerOwingSmallCost(4);
-    const { settlement } = await crashedSettlement(payer, BigInt(Math.floor(Date.now() / 1000) - 1));
-    await markSettlementSent(stack.gateway.store, settlement.id, `0x${'ab'.repeat(32)}`);
-    const before = await usdcBalance(stack.local, payer.address);
+  test.each<
+    [string, number, (payer: PrivateKeyAccount, authorization: TransferAuthorization) => Promise<unknown>]
+  >([
+    ['expired unused', -1, async () => {}],
+    ['was canceled by the payer', 60, cancelAuthorization],
+  ])(
+    'whose authorization %s is failed by the collector: the debt is owed again',
+    async (_, validFor, meanwhile) => {
+      const payer = await payerOwingSmallCost(stack);
+      const { settlement, authorization } = await crashedSettlement(payer, inSeconds(validFor));
+      await meanwhile(payer, authorization);
+      await markSettlementSent(stack.gateway.store, settlement.id, `0x${'ab'.repeat(32)}`);
+      const before = await usdcBalance(stack.local, payer.address);
 
-    await vi.waitFor(async () => {
-      const [finished] = await settlementsOf(stack.gateway.store, payer.address);
-      expect(finished).toMatchObject({ id: settlement.id, status: 'failed' });
-    }, byTheCollector);
-    expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
-    expect(await usdcBalance(stack.local, payer.address)).toBe(before);
-    expect((await reconcileWithChain(stack.gateway.store, stack.local)).mismatches).toEqual([]);
-  });
+      await vi.waitFor(async () => {
+        const [finished] = await settlementsOf(stack.gateway.store, payer.address);
+        expect(finished).toMatchObject({ id: settlement.id, status: 'failed' });
+      }, byTheCollector);
+      expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+      expect(await usdcBalance(stack.local, payer.address)).toBe(before);
+      await expectLedgerMatchesChain(payer);
+    },
+  );
 });

@@ -1,8 +1,6 @@
-import { x402Client } from '@x402/core/client';
-import { encodePaymentSignatureHeader } from '@x402/core/http';
+import { decodePaymentSignatureHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import type { PaymentRequired } from '@x402/core/types';
 import { authorizationTypes } from '@x402/evm';
-import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { APIConnectionError } from 'openai';
 import { type Address, type Hash, type Hex, toHex } from 'viem';
@@ -22,9 +20,11 @@ import {
   type PayerSigner,
   payingClient,
   payingFetch,
+  proofFor as proofOf,
   requiredOf,
   SMALL,
   SMALL_COST,
+  sendProof as send,
   settlementOf,
   smartSigner,
   useX402Stack,
@@ -38,34 +38,9 @@ beforeAll(() => {
 });
 
 const chat = (signer: PayerSigner, usage = SMALL) => chatAs(stack, signer, usage);
-
-/** A raw request with a proof header, as a client that builds its own would send it. */
-function sendProof(header: string, value: string) {
-  return fetch(`${stack.gateway.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', [header]: value },
-    body: JSON.stringify(chatBody),
-  });
-}
-
-/** A v2 proof of `amount` signed by the stock client against requirements edited by `edit`. */
-async function proofFor(
-  signer: PayerSigner,
-  amount: bigint,
-  edit: (accepts: PaymentRequired['accepts'][number]) => PaymentRequired['accepts'][number] = (a) => a,
-) {
-  const asked = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(chatBody),
-  });
-  const required = requiredOf(asked.headers);
-  const client = new x402Client();
-  registerExactEvmScheme(client, { signer });
-  client.setSpendControls(false);
-  const accepts = required.accepts.map((a) => edit({ ...a, amount: amount.toString() }));
-  return encodePaymentSignatureHeader(await client.createPaymentPayload({ ...required, accepts }));
-}
+const sendProof = (header: string, value: string) => send(stack, header, value);
+const proofFor = (signer: PayerSigner, amount: bigint, edit?: Parameters<typeof proofOf>[3]) =>
+  proofOf(stack, signer, amount, edit);
 
 describe('a request without credentials', () => {
   test('is 402 with x402 v2 requirements in the PAYMENT-REQUIRED header and the envelope', async () => {
@@ -215,6 +190,7 @@ describe('an EOA paying with the stock x402 client through the openai client', (
     expect(replay.status).toBe(402);
     const body = await replay.json();
     expect(body.error.message).toMatch(/this payment proof was used before/);
+    // Refused before its signature is checked: the 402 tells no one what the named address owes.
     expect(requiredOf(replay.headers).accepts[0]!.amount).toBe('0');
 
     await stack.gateway.close();
@@ -274,13 +250,18 @@ describe('a proof that does not pay what is owed', () => {
       }),
       /payments go to the treasury/,
     ],
-  ])('paying on %s is refused with the reason', async (_, edit, reason) => {
-    const before = await usdcBalance(stack.local, payer.address);
-    const response = await sendProof('PAYMENT-SIGNATURE', await proofFor(payer, SMALL_COST, edit));
-    expect(response.status).toBe(402);
-    expect(requiredOf(response.headers).error).toMatch(reason);
-    expect(await usdcBalance(stack.local, payer.address)).toBe(before);
-  });
+  ])(
+    'paying on %s is refused with the reason, telling no debt before the signature is checked',
+    async (_, edit, reason) => {
+      const before = await usdcBalance(stack.local, payer.address);
+      const response = await sendProof('PAYMENT-SIGNATURE', await proofFor(payer, SMALL_COST, edit));
+      expect(response.status).toBe(402);
+      const required = requiredOf(response.headers);
+      expect(required.error).toMatch(reason);
+      expect(required.accepts[0]!.amount).toBe('0');
+      expect(await usdcBalance(stack.local, payer.address)).toBe(before);
+    },
+  );
 
   test('a signature for another chain, presented as one for this chain, fails verification', async () => {
     const header = await proofFor(payer, SMALL_COST, (a) => ({ ...a, network: 'eip155:8453' }));
@@ -288,9 +269,25 @@ describe('a proof that does not pay what is owed', () => {
     payload.accepted.network = 'eip155:31337';
     const response = await sendProof('PAYMENT-SIGNATURE', encodePaymentSignatureHeader(payload));
     expect(response.status).toBe(402);
-    expect(requiredOf(response.headers).error).toMatch(
-      /^the payment proof is not valid: invalid_exact_evm_signature$/,
-    );
+    const required = requiredOf(response.headers);
+    expect(required.error).toMatch(/^the payment proof is not valid: invalid_exact_evm_signature$/);
+    expect(required.accepts[0]!.amount).toBe('0');
+  });
+
+  // ERC-6492's magic suffix: 32 bytes of 0x6492 end a signature that wraps a deployment.
+  const erc6492Suffix = '6492'.repeat(16);
+  test.each([
+    ['too short to wrap anything', `0x${'ab'.repeat(10)}${erc6492Suffix}`],
+    ['whose wrapper does not decode', `0x${'00'.repeat(64)}${erc6492Suffix}`],
+  ])('a signature with the ERC-6492 suffix %s is an invalid proof: 402, not 503', async (_, signature) => {
+    const proof = decodePaymentSignatureHeader(await proofFor(payer, SMALL_COST));
+    const forged = encodePaymentSignatureHeader({ ...proof, payload: { ...proof.payload, signature } });
+    const response = await sendProof('PAYMENT-SIGNATURE', forged);
+    expect(response.status).toBe(402);
+    expect(response.headers.get('retry-after')).toBeNull();
+    const required = requiredOf(response.headers);
+    expect(required.error).toMatch(/^the payment proof is not valid: invalid_payload: /);
+    expect(required.accepts[0]!.amount).toBe('0');
   });
 });
 

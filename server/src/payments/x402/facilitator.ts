@@ -10,8 +10,8 @@ import {
 } from '@x402/core/types';
 import { toFacilitatorEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
-import { type Abi, type Address, concat, encodeFunctionData, type Hash, type Hex } from 'viem';
-import type { ChainClient } from '../chain-client.js';
+import { type Abi, type Address, BaseError, concat, encodeFunctionData, type Hash, type Hex } from 'viem';
+import { type ChainClient, isTransportFailure } from '../chain-client.js';
 import { BroadcastError, NONCE_ATTEMPTS } from '../relayer.js';
 
 /**
@@ -60,7 +60,17 @@ export function inProcessFacilitator(
     );
   const verifier = facilitatorFor();
   return {
-    verify: (payload, requirements) => verifier.verify(payload, requirements),
+    async verify(payload, requirements) {
+      try {
+        return await verifier.verify(payload, requirements);
+      } catch (error) {
+        // viem could not decode the proof (e.g. a signature ending in ERC-6492's magic suffix that
+        // wraps nothing): an answer about the proof, unlike a chain that could not be asked.
+        if (error instanceof BaseError && !isTransportFailure(error))
+          return { isValid: false, invalidReason: 'invalid_payload', invalidMessage: error.shortMessage };
+        throw error;
+      }
+    },
     // One facilitator per settlement, so its signer reports this settlement's transaction.
     settle: (payload, requirements, onSubmitted) => facilitatorFor(onSubmitted).settle(payload, requirements),
   };

@@ -76,14 +76,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     try {
       token = await chain.token();
     } catch {
-      throw new ApiError(
-        503,
-        'payments_unavailable',
-        'the payment token cannot be read from the chain; retry shortly',
-        {
-          headers: { 'retry-after': RETRY_AFTER_SECONDS },
-        },
-      );
+      throw paymentsUnavailable('the payment token cannot be read from the chain; retry shortly');
     }
     return {
       network: chain.network,
@@ -106,12 +99,12 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
   ): Promise<Record<string, string>> => {
     const { authorization } = proof;
     const payer = authorization.from;
-    const refuse = (reason: string, amountAtomic = 0n, failedSettlement?: SettleResponse) =>
+    const refuse = (reason: string, amountAtomic: bigint, failedSettlement?: SettleResponse) =>
       paymentRequiredError(terms, { reason, amountAtomic, url, version: proof.version, failedSettlement });
-    const replay = () => refuse(replayReason(proof));
 
     await finishUnfinishedSettlement(payer);
     const owed = (await debtOf(store, payer)).owedAtomic;
+    const replay = () => refuse(replayReason(proof), owed);
     if (authorization.value !== owed) throw refuse(amountReason(authorization.value, owed), owed);
     const seen = {
       asset: terms.asset,
@@ -132,13 +125,12 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       });
     }
 
-    const [settlement, fromBlock] = await Promise.all([
-      openSettlement(store, payer, 'x402').catch((error) => {
-        if (error instanceof SettlementInProgressError) throw settlementInProgress();
-        throw error;
-      }),
-      chain.publicClient.getBlockNumber(),
-    ]);
+    // Read before the settlement opens: a chain that cannot be read leaves nothing open.
+    const fromBlock = await currentBlockNumber();
+    const settlement = await openSettlement(store, payer, 'x402').catch((error) => {
+      if (error instanceof SettlementInProgressError) throw settlementInProgress();
+      throw error;
+    });
     attempt.openedAt = settlement?.createdAt;
     if (settlement?.amountAtomic !== owed) {
       // A request of the payer completed since the debt was read: the proof no longer pays it all.
@@ -191,6 +183,16 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     });
   };
 
+  /** Where the search for the settlement's authorization on chain starts. */
+  const currentBlockNumber = async (): Promise<bigint> => {
+    try {
+      return await chain.publicClient.getBlockNumber();
+    } catch (error) {
+      if (error instanceof BaseError) throw paymentsUnavailable('the chain cannot be read; retry shortly');
+      throw error;
+    }
+  };
+
   /**
    * A settlement of the payer left unfinished (a crash, a facilitator that went silent) is finished
    * from the chain before anything else is settled: its records count as owed until then.
@@ -209,33 +211,25 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       const proof = readProof(request.headers);
       const terms = await termsOf();
       const url = servedPath(request.url);
+      const { authorization } = proof;
+      const payer = authorization.from;
+      // Before its signature is verified a proof proves nothing about its payer: the 402 does not tell
+      // anyone what an address owes (settleDebt's refusals, after verification, ask for the debt).
       const refuse = (reason: string) =>
         paymentRequiredError(terms, { reason, amountAtomic: 0n, url, version: proof.version });
       const mismatch = proofMismatch(proof, terms, BigInt(Math.floor(Date.now() / 1000)));
       if (mismatch) throw refuse(mismatch);
-      const { authorization } = proof;
-      const key = { asset: terms.asset, payer: authorization.from, nonce: authorization.nonce };
+      const key = { asset: terms.asset, payer, nonce: authorization.nonce };
       if (await isAuthorizationSeen(store, key)) throw refuse(replayReason(proof));
       const { payload, requirements } = facilitatorInput(proof, terms);
       let verified: VerifyResponse;
       try {
         verified = await facilitator.verify(payload, requirements);
       } catch (error) {
-        options.log?.error(
-          { err: error, payer: authorization.from },
-          'x402 verification failed without an answer',
-        );
-        throw new ApiError(
-          503,
-          'payments_unavailable',
-          'the payment facilitator cannot be reached; retry shortly',
-          {
-            headers: { 'retry-after': RETRY_AFTER_SECONDS },
-          },
-        );
+        options.log?.error({ err: error, payer }, 'x402 verification failed without an answer');
+        throw paymentsUnavailable('the payment facilitator cannot be reached; retry shortly');
       }
       if (!verified.isValid) throw refuse(`the payment proof is not valid: ${failureReason(verified)}`);
-      const payer = authorization.from;
       return {
         payer,
         settleDebt: () =>
@@ -292,23 +286,20 @@ function amountReason(carried: bigint, owed: bigint): string {
 }
 
 function settlementPending(): ApiError {
-  return new ApiError(
-    503,
-    'payments_unavailable',
+  return paymentsUnavailable(
     'the payment of this payer’s debt is sent but not confirmed yet; retry shortly with a new proof',
-    { headers: { 'retry-after': RETRY_AFTER_SECONDS } },
   );
 }
 
 function settlementInProgress(): ApiError {
-  return new ApiError(
-    503,
-    'payments_unavailable',
-    'a settlement of this payer is in progress; retry shortly',
-    {
-      headers: { 'retry-after': RETRY_AFTER_SECONDS },
-    },
-  );
+  return paymentsUnavailable('a settlement of this payer is in progress; retry shortly');
+}
+
+/** 503 with retry-after: the payment cannot be decided now, but can be shortly. */
+function paymentsUnavailable(message: string): ApiError {
+  return new ApiError(503, 'payments_unavailable', message, {
+    headers: { 'retry-after': RETRY_AFTER_SECONDS },
+  });
 }
 
 const MAX_REASON_LENGTH = 300;

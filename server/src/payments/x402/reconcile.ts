@@ -1,5 +1,12 @@
 import { eip3009ABI } from '@x402/evm';
-import { type Hash, parseAbiItem, parseTransaction, TransactionReceiptNotFoundError } from 'viem';
+import {
+  type Address,
+  type Hash,
+  parseAbiItem,
+  parseTransaction,
+  type TransactionReceipt,
+  TransactionReceiptNotFoundError,
+} from 'viem';
 import {
   confirmSettlement,
   failSettlement,
@@ -14,20 +21,30 @@ import type { PayerLock } from '../../store/payer-lock.js';
 import type { ChainClient } from '../chain-client.js';
 import { awaitIfKnown, awaitReceipt, type OutboxDeps, signedTransactionOf } from '../outbox/reconcile.js';
 import { BroadcastError } from '../relayer.js';
-import { authorizationOfSettlement, markAuthorizationUsed } from './authorizations.js';
+import { paysTreasury } from '../treasury-transfer.js';
+import {
+  authorizationOfSettlement,
+  markAuthorizationUsed,
+  type SeenAuthorization,
+} from './authorizations.js';
 
 export type ReconcileOutcome = 'confirmed' | 'failed' | 'pending';
 
 const authorizationUsed = parseAbiItem(
   'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
 );
+const authorizationCanceled = parseAbiItem(
+  'event AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce)',
+);
 
 /**
  * Finishes an x402 settlement left pending or sent (a crash, a facilitator that did not answer, a
- * receipt that did not come in time) from what the chain says about its authorization: used means
- * paid (confirmed with the transaction that used it); failed only once it can never be used any
- * more (expired, or its transaction reverted); otherwise it is still pending. A transaction the
- * gateway signed that the node lost is sent again (see `resendIfLost`).
+ * receipt that did not come in time) from what the chain says about its authorization. Confirmed
+ * only by a transaction that moved its amount from the payer to the treasury; failed once the
+ * authorization can never pay it (expired unused, canceled, or its nonce spent by a transaction
+ * that paid something else: the nonce is the payer's, any authorization of the payer can spend
+ * it); otherwise still pending. A transaction the gateway signed that the node lost is sent again
+ * (see `resendIfLost`).
  */
 export async function reconcileX402Settlement(
   deps: OutboxDeps,
@@ -36,43 +53,91 @@ export async function reconcileX402Settlement(
   const { store, chain } = deps;
   if (settlement.status === 'confirmed' || settlement.status === 'failed') return settlement.status;
   const authorization = await authorizationOfSettlement(store, settlement.id);
-  if (!authorization) {
-    // Opened, but its proof was never recorded, so it was never handed to a facilitator.
-    return finish(store, settlement.id, () =>
-      failSettlement(store, settlement.id, 'no payment proof was recorded'),
-    );
-  }
-  const client = chain.publicClient;
+  // Opened, but its proof was never recorded, so it was never handed to a facilitator.
+  if (!authorization) return fail(store, settlement.id, 'no payment proof was recorded');
   const receipt = settlement.txHash ? await receiptOf(chain, settlement.txHash) : undefined;
-  if (receipt?.status === 'success')
-    return confirm(store, settlement.id, receipt.transactionHash, receipt.blockNumber);
-  const used = await client.readContract({
+  if (receipt && paysAuthorization(receipt, authorization, chain.treasury))
+    return confirm(store, settlement.id, receipt);
+  // The nonce's state and the expiry read at one block: unused there and expired, it never can be used.
+  const head = await chain.publicClient.getBlock({ blockTag: 'latest' });
+  const expired = head.timestamp >= authorization.validBefore;
+  if (await isNonceSpent(chain, authorization, head.number))
+    return settleFromSpentNonce(deps, settlement.id, authorization, expired);
+  if (expired) return fail(store, settlement.id, 'the payment authorization expired without being used');
+  // The signed authorization is public in the reverted transaction and still valid: anyone can land it.
+  if (receipt?.status === 'reverted') return 'pending';
+  return settlement.txHash ? resendIfLost(deps, settlement, authorization) : 'pending';
+}
+
+/** Whether the token holds the authorization's nonce as used (or canceled) at `blockNumber`. */
+function isNonceSpent(
+  chain: Pick<ChainClient, 'publicClient'>,
+  authorization: SeenAuthorization,
+  blockNumber: bigint,
+): Promise<boolean> {
+  return chain.publicClient.readContract({
     address: authorization.asset,
     abi: eip3009ABI,
     functionName: 'authorizationState',
     args: [authorization.payer, authorization.nonce],
+    blockNumber,
   });
+}
+
+/**
+ * The nonce is spent: confirmed when the transaction that used it paid this settlement; failed when
+ * it paid something else or the payer canceled the authorization, since then it never can pay (the
+ * debt is owed again, and the payer's next proof pays it).
+ */
+async function settleFromSpentNonce(
+  deps: OutboxDeps,
+  settlementId: string,
+  authorization: SeenAuthorization,
+  expired: boolean,
+): Promise<ReconcileOutcome> {
+  const { store, chain } = deps;
+  const client = chain.publicClient;
+  const filter = {
+    address: authorization.asset,
+    args: { authorizer: authorization.payer, nonce: authorization.nonce },
+    fromBlock: authorization.fromBlock ?? 0n,
+  };
+  const [used] = await client.getLogs({ ...filter, event: authorizationUsed });
   if (used) {
-    const [log] = await client.getLogs({
-      address: authorization.asset,
-      event: authorizationUsed,
-      args: { authorizer: authorization.payer, nonce: authorization.nonce },
-      fromBlock: authorization.fromBlock ?? 0n,
-    });
-    // A node that serves state ahead of its log index: the next look finds it.
-    if (!log) return 'pending';
-    return confirm(store, settlement.id, log.transactionHash, log.blockNumber);
+    const receipt = await client.getTransactionReceipt({ hash: used.transactionHash });
+    if (paysAuthorization(receipt, authorization, chain.treasury))
+      return confirm(store, settlementId, receipt);
+    return fail(
+      store,
+      settlementId,
+      `the payment authorization's nonce was used by transaction ${used.transactionHash}, which did not pay ${authorization.valueAtomic} USDC atomic units to the treasury`,
+    );
   }
-  if (receipt?.status === 'reverted')
-    return finish(store, settlement.id, () =>
-      failSettlement(store, settlement.id, `the payment transaction ${receipt.transactionHash} reverted`),
+  const [canceled] = await client.getLogs({ ...filter, event: authorizationCanceled });
+  if (canceled)
+    return fail(
+      store,
+      settlementId,
+      `the payer canceled the payment authorization (transaction ${canceled.transactionHash})`,
     );
-  const head = await client.getBlock({ blockTag: 'latest' });
-  if (head.timestamp >= authorization.validBefore)
-    return finish(store, settlement.id, () =>
-      failSettlement(store, settlement.id, 'the payment authorization expired without being used'),
-    );
-  return settlement.txHash ? resendIfLost(deps, settlement) : 'pending';
+  // A node that serves state ahead of its log index: the next look finds the log. Once the
+  // authorization has expired, a log still missing is no lag.
+  if (!expired) return 'pending';
+  return fail(store, settlementId, "the payment authorization's nonce was spent by no transaction found");
+}
+
+/** The authorization's payment as a transaction must carry it to pay the settlement. */
+function paysAuthorization(
+  receipt: TransactionReceipt,
+  authorization: SeenAuthorization,
+  treasury: Address,
+): boolean {
+  return paysTreasury(receipt, {
+    token: authorization.asset,
+    payer: authorization.payer,
+    treasury,
+    amount: authorization.valueAtomic,
+  });
 }
 
 /**
@@ -81,7 +146,11 @@ export async function reconcileX402Settlement(
  * transaction the same authorization is signed under a new nonce. Sending it twice is safe: the
  * token accepts an authorization's nonce once.
  */
-async function resendIfLost(deps: OutboxDeps, settlement: Settlement): Promise<ReconcileOutcome> {
+async function resendIfLost(
+  deps: OutboxDeps,
+  settlement: Settlement,
+  authorization: SeenAuthorization,
+): Promise<ReconcileOutcome> {
   const { store, chain } = deps;
   const settlementId = settlement.id;
   const raw = await signedTransactionOf(store, settlementId);
@@ -102,9 +171,14 @@ async function resendIfLost(deps: OutboxDeps, settlement: Settlement): Promise<R
       throw error;
     }
   }
-  // A reverted one is judged by the next look, from the authorization's state.
-  if (receipt === null || receipt === 'in-flight' || receipt.status !== 'success') return 'pending';
-  return confirm(store, settlementId, receipt.transactionHash, receipt.blockNumber);
+  // One that reverted or paid nothing is judged by the next look, from the authorization's state.
+  if (
+    receipt === null ||
+    receipt === 'in-flight' ||
+    !paysAuthorization(receipt, authorization, chain.treasury)
+  )
+    return 'pending';
+  return confirm(store, settlementId, receipt);
 }
 
 /**
@@ -129,17 +203,23 @@ export async function finishUnfinishedX402Settlements(
   return pending;
 }
 
+/** Confirms the settlement with the transaction that paid it. */
 async function confirm(
   store: Store,
   settlementId: string,
-  txHash: Hash,
-  blockNumber: bigint,
+  payment: Pick<TransactionReceipt, 'transactionHash' | 'blockNumber'>,
 ): Promise<ReconcileOutcome> {
+  const { transactionHash: txHash, blockNumber } = payment;
   return finish(store, settlementId, async () => {
     const confirmed = await confirmSettlement(store, settlementId, { txHash, blockNumber });
     await markAuthorizationUsed(store, settlementId, txHash);
     return confirmed;
   });
+}
+
+/** Fails the settlement: its records are owed again. Only once its authorization can never pay it. */
+function fail(store: Store, settlementId: string, reason: string): Promise<ReconcileOutcome> {
+  return finish(store, settlementId, () => failSettlement(store, settlementId, reason));
 }
 
 /** Runs the transition; another instance finishing the same settlement first is not an error. */
