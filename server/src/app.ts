@@ -14,6 +14,7 @@ import { coreHealthChecks } from './http/health-checks.js';
 import healthRoute, { type DependencyCheck } from './http/health-route.js';
 import metricsRoute from './http/metrics-route.js';
 import modelsRoute from './http/models-route.js';
+import { operatorAccess } from './http/operator-access.js';
 import { connectRateLimitStore, installRateLimiting } from './http/rate-limiting.js';
 import { CompletionLineLog } from './http/request-log.js';
 import { installWebRoute } from './http/web-route.js';
@@ -227,11 +228,13 @@ export async function buildApp(
     redis,
     identify: async (request) => walletOfToken(app.jwt, request.headers.authorization),
   });
-  await app.register(healthRoute, { version: GATEWAY_VERSION, checks: parts.checks });
-  await app.register(metricsRoute, {
-    registry: metrics.registry,
-    tokens: [config.metricsToken, config.adminToken],
+  const operatorTokens = [config.metricsToken, config.adminToken];
+  await app.register(healthRoute, {
+    version: GATEWAY_VERSION,
+    checks: parts.checks,
+    isOperator: operatorAccess(operatorTokens),
   });
+  await app.register(metricsRoute, { registry: metrics.registry, tokens: operatorTokens });
   await app.register(modelsRoute, {
     catalog,
     metadata: () => ({ authorize: sessionRail.knownTerms() ?? null }),

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { success } from './envelope.js';
 
 export type DependencyStatus = 'up' | 'down' | 'unconfigured';
@@ -21,6 +21,11 @@ export interface DependencyCheck {
 export interface HealthRouteOptions {
   version: string;
   checks: DependencyCheck[];
+  /**
+   * Who sees each dependency's detail and state (the collector's failing payers, a database's error):
+   * the operator. Anyone else, a load balancer included, sees the statuses.
+   */
+  isOperator(request: FastifyRequest): boolean;
 }
 
 export default async function healthRoute(app: FastifyInstance, options: HealthRouteOptions) {
@@ -36,12 +41,17 @@ export default async function healthRoute(app: FastifyInstance, options: HealthR
       }),
     );
     const degraded = results.some(({ dependency, result }) => dependency.critical && result.status !== 'up');
+    const shown = options.isOperator(request)
+      ? (result: DependencyState) => result
+      : (result: DependencyState) => ({ status: result.status });
     return success(
       {
         status: degraded ? 'degraded' : 'ok',
         version: options.version,
         uptimeSeconds: Math.floor((Date.now() - startedAt) / 1000),
-        dependencies: Object.fromEntries(results.map(({ dependency, result }) => [dependency.name, result])),
+        dependencies: Object.fromEntries(
+          results.map(({ dependency, result }) => [dependency.name, shown(result)]),
+        ),
       },
       request.url,
     );

@@ -121,6 +121,58 @@ describe('GET /health', () => {
   });
 });
 
+describe('GET /health for whom', () => {
+  const checks = [
+    {
+      name: 'collector',
+      critical: false,
+      check: async () => ({
+        status: 'up' as const,
+        detail: '0 idle debts collected; 1 payers failing',
+        state: { failing: [{ payer: '0x93f2000000000000000000000000000000009bcf', lastError: 'less USDC' }] },
+      }),
+    },
+    {
+      name: 'database',
+      critical: true,
+      check: async () => Promise.reject(new Error('getaddrinfo ENOTFOUND db.internal')),
+    },
+  ];
+  const adminToken = 'admin-token-0123456789';
+  async function healthAs(remoteAddress: string, overrides: Partial<GatewayConfig>, authorization?: string) {
+    const app = await buildApp(testConfig(overrides), { checks });
+    closers.push(() => app.close());
+    const res = await app.inject({
+      method: 'GET',
+      url: '/health',
+      remoteAddress,
+      headers: authorization ? { authorization } : {},
+    });
+    return res.json().data;
+  }
+  const statusesOnly = { collector: { status: 'up' }, database: { status: 'down' } };
+
+  test('anyone else sees the statuses only: no payer, no failure reason, no database host', async () => {
+    const data = await healthAs('203.0.113.7', {});
+    expect(data).toMatchObject({ status: 'degraded', dependencies: statusesOnly });
+    expect(JSON.stringify(data)).not.toMatch(/0x93f2|less USDC|db\.internal/);
+    // With tokens set, a caller on this machine without one is anyone else too.
+    expect((await healthAs('127.0.0.1', { adminToken })).dependencies).toEqual(statusesOnly);
+  });
+
+  test('the operator (ADMIN_TOKEN or METRICS_TOKEN; this machine when none is set) sees details and state', async () => {
+    for (const data of [
+      await healthAs('203.0.113.7', { adminToken }, `Bearer ${adminToken}`),
+      await healthAs('127.0.0.1', {}),
+    ]) {
+      expect(data.dependencies.collector.state.failing[0].payer).toBe(
+        '0x93f2000000000000000000000000000000009bcf',
+      );
+      expect(data.dependencies.database.detail).toBe('getaddrinfo ENOTFOUND db.internal');
+    }
+  });
+});
+
 describe('the chain RPC check', () => {
   const client = (url: string) =>
     createPublicClient({ transport: http(url, { timeout: 1000, retryCount: 0 }), cacheTime: 0 });
