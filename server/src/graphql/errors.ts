@@ -35,8 +35,8 @@ export function formatGraphqlErrors(execution: ExecutionWithErrors, context: Mer
   const { statusCode } = mercurius.defaultErrorFormatter(execution as never, context);
   const log = context.reply?.log ?? context.app.log;
   const errors = execution.errors.flatMap((error): GraphQLFormattedError[] => {
-    const batch = (error.originalError as { errors?: unknown } | undefined)?.errors;
-    if (Array.isArray(batch)) return batch.map((inner) => formatRequestError(inner as Error));
+    const batch = validationBatch(error);
+    if (batch) return batch.map((inner) => formatRequestError(inner as Error));
     return [formatExecutionError(error, log)];
   });
   // graphql-js refuses some requests only when executing them (an unknown operationName, several
@@ -55,8 +55,29 @@ function isRequestError(error: GraphQLError): boolean {
   );
 }
 
-/** Errors from parsing and validating a request (mercurius gathers them under one error). */
+/**
+ * The errors from parsing and validating a request, which mercurius gathers under one error of its
+ * own. Other errors carry an `errors` array too (pg's AggregateError when every address of the
+ * database refuses): those are failures to mask, not the request's fault.
+ */
+function validationBatch(error: GraphQLError): unknown[] | undefined {
+  const original = error.originalError as { code?: unknown; errors?: unknown } | undefined;
+  return original?.code === 'MER_ERR_GQL_VALIDATION' && Array.isArray(original.errors)
+    ? original.errors
+    : undefined;
+}
+
+/** graphql-js' refusal of a document above the parser's `maxTokens` (its wording, typo included). */
+const TOKEN_LIMIT_EXCEEDED = /^Syntax Error: Document contains more tha[nt] (\d+) tokens/;
+
+/** One error of that batch, coded by what the request got wrong. */
 function formatRequestError(error: Error): GraphQLFormattedError {
+  const tokenLimit = TOKEN_LIMIT_EXCEEDED.exec(error.message)?.[1];
+  if (tokenLimit)
+    return withCode(
+      new GraphQLError(`the query is longer than the limit of ${tokenLimit} tokens; send a shorter query`),
+      'QUERY_TOO_COMPLEX',
+    );
   const gql = error instanceof GraphQLError ? error : new GraphQLError(error.message);
   let code: GraphqlErrorCode = 'GRAPHQL_VALIDATION_FAILED';
   if ((error as { code?: string }).code === 'MER_ERR_GQL_QUERY_DEPTH') code = 'QUERY_TOO_DEEP';

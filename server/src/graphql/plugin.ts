@@ -6,7 +6,7 @@ import { authenticateCaller } from '../auth/jwt.js';
 import type { Store } from '../store/database.js';
 import { isSessionActive } from '../store/sessions.js';
 import { formatGraphqlErrors, graphqlError } from './errors.js';
-import { enforceComplexity, MAX_QUERY_DEPTH } from './limits.js';
+import { enforceComplexity, enforceQuerySize, MAX_QUERY_DEPTH, MAX_QUERY_TOKENS } from './limits.js';
 import { type LedgerContext, ledgerResolvers } from './resolvers.js';
 
 export interface GraphqlOptions {
@@ -31,9 +31,13 @@ export default async function graphqlRoutes(app: FastifyInstance, options: Graph
     path: '/graphql',
     graphiql: false,
     queryDepth: MAX_QUERY_DEPTH,
+    // `maxTokens` (graphql 16's name; `maxLexicalTokens` is newer): mercurius recognises its error
+    // and does not retry the text as a JSON syntax tree.
+    graphql: { parseOptions: { maxTokens: MAX_QUERY_TOKENS } },
     errorFormatter: formatGraphqlErrors,
     context: (request: FastifyRequest): Promise<LedgerContext> => callerContext(request, store, adminToken),
   });
+  app.graphql.addHook('preParsing', async (_schema, source) => enforceQuerySize(source));
   app.graphql.addHook('preValidation', async (_schema, document) => {
     // Mercurius takes a query that fails to parse but is JSON as a ready-made syntax tree; only the
     // parser's own documents reach validation. Their `loc` is a Location, whose method JSON cannot forge.

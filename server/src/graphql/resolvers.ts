@@ -87,6 +87,12 @@ function page(args: PageArgs): { first: number; after?: Keyset } {
   return { first: args.first, after };
 }
 
+/** A free-text filter: PostgreSQL's text cannot hold NUL (SQLite's can), so both refuse it here. */
+function textFilter(name: string, value: string | null | undefined): string | undefined {
+  if (value?.includes('\0')) throw graphqlError('BAD_USER_INPUT', `${name} must not contain NUL characters`);
+  return value ?? undefined;
+}
+
 const money = (pico: bigint) => ({ usd: formatUsd(pico), picoUsd: pico.toString() });
 
 const cost = (breakdown: CostBreakdown) => ({
@@ -188,7 +194,7 @@ export function ledgerResolvers(): IResolvers {
         const wallet = walletFor(context, args.wallet);
         const result = await usagePage(context.store, wallet, {
           ...page(args),
-          model: args.model ?? undefined,
+          model: textFilter('model', args.model),
           from: args.from ?? undefined,
           to: args.to ?? undefined,
         });

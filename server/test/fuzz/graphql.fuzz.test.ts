@@ -9,8 +9,12 @@ import { hostileJson, hostileString, RUNS } from './hostile.js';
 
 /** Hostile GraphQL requests: never a 500, always the GraphQL error format with a code. */
 const ADMIN_TOKEN = 'fuzz-admin-token-0123456789';
+// BODY_LIMIT_BYTES' default, as in production: queries above GraphQL's own size limits reach it.
 const app = await buildApp(
-  testConfig({ adminToken: ADMIN_TOKEN, limits: { rateLimitMax: 1_000_000 } as never }),
+  testConfig({
+    adminToken: ADMIN_TOKEN,
+    limits: { rateLimitMax: 1_000_000, bodyLimitBytes: 4 * 1024 * 1024 } as never,
+  }),
   {
     checks: [],
   },

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import type { KyselyPlugin } from 'kysely';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
@@ -10,6 +11,7 @@ import {
   markSettlementSent,
   openSettlement,
 } from '../../src/billing/settlements.js';
+import type { GatewayConfig } from '../../src/config.js';
 import type { Store } from '../../src/store/database.js';
 import { insertSession, revokeSession } from '../../src/store/sessions.js';
 import { testConfig } from '../support/config.js';
@@ -88,6 +90,17 @@ async function seed(store: Store) {
   });
   const failed = await openSettlement(store, bob, 'x402');
   await failSettlement(store, failed!.id, 'transfer reverted');
+}
+
+const aliases = (count: number, selection: string) =>
+  `{ ${Array.from({ length: count }, (_, i) => `a${i}: ${selection}`).join(' ')} }`;
+
+/**
+ * The queries the dashboard sends (web/src/gateway/graphql.ts), read from its source so that this
+ * test follows them. A computed specifier: the web package is type-checked by its own tsconfig.
+ */
+async function dashboardQueries(): Promise<Record<'ACCOUNT_QUERY' | 'SPEND_QUERY' | 'USAGE_QUERY', string>> {
+  return import(new URL('../../../web/src/gateway/graphql.ts', import.meta.url).href);
 }
 
 describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
@@ -483,6 +496,54 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
       expect(fine.body.errors).toBeUndefined();
     });
 
+    test('whole-history aggregates cost enough that fewer than ten fit in a request', async () => {
+      for (const selection of [
+        'spend(groupBy: DAY) { key }',
+        'me { debt { owedAtomic } }',
+        'me { totals { settlements } }',
+      ]) {
+        const { status, body } = await gql(aliases(10, selection), {}, aliceToken);
+        expect(status).toBe(400);
+        expect(codes(body)).toEqual(['QUERY_TOO_COMPLEX']);
+        expect(body.errors[0].message).toMatch(/spend, debt and totals cost 1000 each/);
+      }
+      const fine = await gql(aliases(9, 'spend(groupBy: MODEL) { key }'), {}, aliceToken);
+      expect(fine.body.errors).toBeUndefined();
+    });
+
+    test("the dashboard's queries pass, with the largest page a client may ask for", async () => {
+      const { ACCOUNT_QUERY, SPEND_QUERY, USAGE_QUERY } = await dashboardQueries();
+      for (const [query, variables] of [
+        [ACCOUNT_QUERY, {}],
+        [SPEND_QUERY, { from: '2030-01-01', to: '2030-01-04' }],
+        [USAGE_QUERY, { first: 100 }],
+      ] as const) {
+        const { status, body } = await gql(query, variables, aliceToken);
+        expect(status).toBe(200);
+        expect(body.errors).toBeUndefined();
+      }
+    });
+
+    test('a NUL character in a filter or a cursor is BAD_USER_INPUT naming the argument', async () => {
+      // PostgreSQL's text cannot hold NUL: it reached the database there and failed as an internal error.
+      const cursor = Buffer.from(`${day(2).getTime()}:alice-2\0`).toString('base64url');
+      for (const [query, variables, argument] of [
+        ['{ usage(model: "x\\u0000") { edges { cursor } } }', {}, 'model'],
+        ['query ($m: String) { usage(model: $m) { edges { cursor } } }', { m: 'x\0' }, 'model'],
+        ['query ($a: String) { usage(after: $a) { edges { cursor } } }', { a: cursor }, 'after'],
+        ['query ($a: String) { settlements(after: $a) { edges { cursor } } }', { a: cursor }, 'after'],
+        [
+          'query ($a: String) { settlements { edges { node { records(after: $a) { edges { cursor } } } } } }',
+          { a: cursor },
+          'after',
+        ],
+      ] as const) {
+        const { body } = await gql(query, variables, aliceToken);
+        expect(codes(body), query).toEqual(['BAD_USER_INPUT']);
+        expect(body.errors[0].message, query).toMatch(new RegExp(`^${argument} `));
+      }
+    });
+
     test('bad queries get GraphQL errors with codes, never a 500', async () => {
       const syntax = await gql('{ me { wallet ', {}, aliceToken);
       expect(syntax.status).toBe(400);
@@ -542,12 +603,89 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
   });
 });
 
-test('a failing database is an INTERNAL_SERVER_ERROR that does not leak its message', async () => {
+describe('query texts too long to parse and validate quickly', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    // BODY_LIMIT_BYTES' default, as in production: a query as long as a whole body reaches GraphQL.
+    const limits = { bodyLimitBytes: 4 * 1024 * 1024 } as GatewayConfig['limits'];
+    app = await buildApp(testConfig({ limits }), { checks: [] });
+  });
+  afterAll(() => app?.close());
+
+  async function post(query: string) {
+    const res = await app.inject({ method: 'POST', url: '/graphql', payload: { query } });
+    return { status: res.statusCode, body: res.json() };
+  }
+
+  test('a query above 64 KiB is refused by its size before it is parsed, unauthenticated', async () => {
+    // Nearly a whole body (4 MB) of aliases: parsed and validated, they held the event loop for seconds.
+    const query = aliases(180_000, 'me { wallet }');
+    const { status, body } = await post(query);
+    expect(status).toBe(400);
+    expect(body).toEqual({
+      data: null,
+      errors: [
+        {
+          message: `the query is ${Buffer.byteLength(query)} bytes long, above the limit of 65536; send a shorter query`,
+          extensions: { code: 'QUERY_TOO_COMPLEX' },
+        },
+      ],
+    });
+  });
+
+  test('the size limit counts bytes: 64 KiB is answered, a byte more is not', async () => {
+    // Ends in a comment holding "é" (two bytes, one UTF-16 unit): one character shorter than its bytes.
+    const ofBytes = (bytes: number) => `${'{ me { wallet } }'.padEnd(bytes - 3)}#é`;
+    const fits = await post(ofBytes(64 * 1024));
+    expect(fits.body.errors).toEqual([expect.objectContaining({ extensions: { code: 'UNAUTHENTICATED' } })]);
+    const over = await post(ofBytes(64 * 1024 + 1));
+    expect(over.status).toBe(400);
+    expect(over.body.errors).toEqual([
+      {
+        message: 'the query is 65537 bytes long, above the limit of 65536; send a shorter query',
+        extensions: { code: 'QUERY_TOO_COMPLEX' },
+      },
+    ]);
+  });
+
+  test('a query of more than 5,000 tokens is refused while parsing, before it is validated', async () => {
+    // 1,250 same-named fields in 14 KiB: validating them against each other is quadratic.
+    const { status, body } = await post(`{${' me { wallet }'.repeat(1_250)} }`);
+    expect(status).toBe(400);
+    expect(body).toEqual({
+      data: null,
+      errors: [
+        {
+          message: 'the query is longer than the limit of 5000 tokens; send a shorter query',
+          extensions: { code: 'QUERY_TOO_COMPLEX' },
+        },
+      ],
+    });
+  });
+});
+
+/** What pg rejects with when every address of a dual-stack database host refuses (node 20 tries each). */
+const refusedOnEveryAddress: KyselyPlugin = {
+  transformQuery: ({ node }) => node,
+  transformResult: async () => {
+    const refused = (address: string) =>
+      Object.assign(new Error(`connect ECONNREFUSED ${address}`), { code: 'ECONNREFUSED' });
+    throw new AggregateError([refused('::1:5432'), refused('10.20.30.40:5432')]);
+  },
+};
+
+test.each([
+  ['closed', (store: Store) => store.close()],
+  [
+    'refusing on every address',
+    (store: Store) => Object.assign(store, { db: store.db.withPlugin(refusedOnEveryAddress) }),
+  ],
+])('a failing database (%s) is an INTERNAL_SERVER_ERROR that does not leak its message', async (_, fail) => {
   const database = await createTestDatabase('sqlite');
   const store = await database.open();
   const app = await buildApp(testConfig({ adminToken: ADMIN_TOKEN }), { store });
   try {
-    await store.close();
+    await fail(store);
     const res = await app.inject({
       method: 'POST',
       url: '/graphql',
@@ -558,6 +696,7 @@ test('a failing database is an INTERNAL_SERVER_ERROR that does not leak its mess
     expect(res.json().errors).toEqual([
       expect.objectContaining({ message: 'internal error', extensions: { code: 'INTERNAL_SERVER_ERROR' } }),
     ]);
+    expect(res.body).not.toMatch(/ECONNREFUSED|10\.20\.30\.40/);
   } finally {
     await app.close();
     await database.drop();
