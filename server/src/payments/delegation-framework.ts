@@ -186,8 +186,7 @@ export function decodeAcceptedCaveat(
         startDate: numberAt(terms, 84, 32),
       };
     case 'AllowedCalldataEnforcer':
-      // The enforcer itself refuses terms without a value (invalid-terms-size).
-      if (byteLength(terms) < 33) throw new Error('Invalid AllowedCalldata terms: must be at least 33 bytes');
+      if (byteLength(terms) < 32) throw new Error('Invalid AllowedCalldata terms: must be at least 32 bytes');
       return { type: 'allowedCalldata', startIndex: numberAt(terms, 0, 32), value: `0x${terms.slice(66)}` };
     case 'TimestampEnforcer':
       exactLength(terms, 32, 'Invalid Timestamp terms: must be exactly 32 bytes');

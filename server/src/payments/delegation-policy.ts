@@ -127,7 +127,12 @@ export function checkDelegation(
         const end = decoded.startIndex + size(decoded.value);
         const expected =
           end <= RECIPIENT_WORD.end ? sliceHex(transferCalldata, decoded.startIndex, end) : undefined;
-        if (expected === undefined || expected.toLowerCase() !== decoded.value.toLowerCase())
+        // An empty value pins nothing, and the enforcer refuses it on chain (invalid-terms-size).
+        if (
+          size(decoded.value) === 0 ||
+          expected === undefined ||
+          expected.toLowerCase() !== decoded.value.toLowerCase()
+        )
           throw validationError(
             terms,
             `must pin calldata of transfer(${policy.treasury}, amount) within its first ${RECIPIENT_WORD.end} bytes (startIndex ${RECIPIENT_WORD.start}, value: the treasury as a 32-byte word)`,
