@@ -28,6 +28,19 @@ async function servedAfterReplacing(payer: SessionPayer, replaced: Hex): Promise
   return settlement as Settlement;
 }
 
+/** The payer's settlement once recorded as sent and then broadcast: in the pool once the node counts it. */
+function sentAndPooled(payer: SessionPayer): Promise<Settlement & { txHash: Hex }> {
+  return vi.waitFor(
+    async () => {
+      const [settlement] = await settlementsOf(stack.store, payer.address);
+      expect(settlement?.status).toBe('sent');
+      expect((await stack.local.testClient.getTxpoolStatus()).pending).toBe(1);
+      return settlement as Settlement & { txHash: Hex };
+    },
+    { timeout: 10_000, interval: 20 },
+  );
+}
+
 /** Transactions wait in the node's pool until blocks come again. */
 async function pauseMining() {
   await stack.local.testClient.setAutomine(false);
@@ -41,16 +54,7 @@ test('fees rise past a settlement waiting in the pool: it is replaced at the mar
   // No block until the transaction is in the pool, so that no block can take it at its own fee.
   await pauseMining();
   const waiting = probe.chat(payer.client(), payer.address);
-  // Recorded as sent, then broadcast: in the pool once the node counts it.
-  const stuck = await vi.waitFor(
-    async () => {
-      const [settlement] = await settlementsOf(stack.store, payer.address);
-      expect(settlement?.status).toBe('sent');
-      expect((await local.testClient.getTxpoolStatus()).pending).toBe(1);
-      return settlement as Settlement & { txHash: Hex };
-    },
-    { timeout: 10_000, interval: 20 },
-  );
+  const stuck = await sentAndPooled(payer);
   // Blocks come again, at a base fee far above its max fee (it would take a minute to fall back).
   await local.testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: parseGwei('1000') });
   await local.testClient.setIntervalMining({ interval: 1 });
@@ -135,15 +139,7 @@ test('a node asking a larger raise than an eighth refuses the replacement: it is
   const payer = await stack.owingPayer(3);
   await pauseMining();
   const waiting = probe.chat(payer.client(), payer.address);
-  const stuck = await vi.waitFor(
-    async () => {
-      const [settlement] = await settlementsOf(stack.store, payer.address);
-      expect(settlement?.status).toBe('sent');
-      expect((await local.testClient.getTxpoolStatus()).pending).toBe(1);
-      return settlement as Settlement & { txHash: Hex };
-    },
-    { timeout: 10_000, interval: 20 },
-  );
+  const stuck = await sentAndPooled(payer);
   const offered = await local.publicClient.getTransaction({ hash: stuck.txHash });
   await local.testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: (offered.maxFeePerGas as bigint) * 10n });
   await local.testClient.setIntervalMining({ interval: 1 });

@@ -6,6 +6,7 @@ import { markSettlementSent, openSettlement } from '../../src/billing/settlement
 import { createCollector } from '../../src/payments/collector.js';
 import type { Store } from '../../src/store/database.js';
 import { testDialects, withTestStore } from '../support/db.js';
+import { completedRequest } from '../support/usage-entries.js';
 
 // What the collector shows operators (/health) when the chain's RPC fails: what failed, never the
 // RPC URL, which may carry an API key.
@@ -20,21 +21,7 @@ describe.each(testDialects)('the collector on %s', (dialect) => {
 
   test('an RPC failure while it finishes a settlement is reported without the RPC URL', async () => {
     const payer = privateKeyToAccount(generatePrivateKey()).address;
-    await recordUsage(store, {
-      requestId: `collector-errors-${dialect}`,
-      payer,
-      rail: 'session',
-      model: 'anthropic/claude-sonnet-4.5',
-      usage: {
-        inputTokens: 10,
-        cacheReadTokens: 0,
-        cacheWriteTokens: 0,
-        outputTokens: 2,
-        reasoningTokens: 0,
-        exact: true,
-      },
-      cost: { providerPicoUsd: 66_000_000n, commissionPicoUsd: 0n, totalPicoUsd: 66_000_000n },
-    });
+    await recordUsage(store, completedRequest(payer, 66_000_000n));
     // A settlement sent and not confirmed: the collector reconciles it with the chain.
     const settlement = await openSettlement(store, payer, 'session');
     const relayer = privateKeyToAccount(generatePrivateKey());

@@ -4,7 +4,8 @@ import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { createChainClient } from '../../src/payments/chain-client.js';
-import { createCollector } from '../../src/payments/collector.js';
+import { type CollectorOptions, createCollector } from '../../src/payments/collector.js';
+import { completedRequest } from '../support/usage-entries.js';
 import {
   type AnthropicStep,
   authorize,
@@ -53,6 +54,20 @@ async function collectorHealth(): Promise<CollectorHealth> {
 }
 
 const waitLong = { timeout: 20_000, interval: 100 };
+
+/** A collector of the gateway's database and chain, run by the test (`runOnce`): debts idle 0.3 s are due. */
+function collectorOf(of: GatewayUnderTest, options: Pick<CollectorOptions, 'backoffMs' | 'batchSize'>) {
+  return createCollector({
+    store: of.store,
+    chain: createChainClient(of.config.chain),
+    receiptTimeoutMs: 5_000,
+    withPayerLock: of.store.withPayerLock,
+    idleMs: 300,
+    intervalMs: 60_000,
+    log: { warn: () => {}, error: () => {} },
+    ...options,
+  });
+}
 
 test('the last request of a payer who went quiet is paid by the collector', async () => {
   const payer = await newPayer(local, 0);
@@ -129,16 +144,7 @@ test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every
   const session = await authorize(quiet, payer);
   anthropic.script({ text: 'unpaid', usage: SMALL });
   await chat(openaiFor(quiet, session.token));
-  const collector = createCollector({
-    store: quiet.store,
-    chain: createChainClient(quiet.config.chain),
-    receiptTimeoutMs: 5_000,
-    withPayerLock: quiet.store.withPayerLock,
-    idleMs: 300,
-    intervalMs: 60_000,
-    backoffMs: 1_000,
-    log: { warn: () => {}, error: () => {} },
-  });
+  const collector = collectorOf(quiet, { backoffMs: 1_000 });
   const start = Date.now() + 1_000;
   const attempted = async (offsetMs: number) => {
     const run = await collector.runOnce(new Date(start + offsetMs));
@@ -171,38 +177,14 @@ test('payers that can never be collected, more than a batch of them, do not keep
   const anHourAgo = new Date(Date.now() - 3_600_000);
   await recordUsages(
     quiet.store,
-    longGone.map((payer, i) => ({
-      requestId: `long-gone-${i}`,
-      payer,
-      rail: 'session' as const,
-      model: 'anthropic/claude-sonnet-4.5',
-      usage: {
-        inputTokens: 10,
-        cacheReadTokens: 0,
-        cacheWriteTokens: 0,
-        outputTokens: 2,
-        reasoningTokens: 0,
-        exact: true,
-      },
-      cost: { providerPicoUsd: 60_000_000n, commissionPicoUsd: 6_000_000n, totalPicoUsd: 66_000_000n },
-      createdAt: anHourAgo,
-    })),
+    longGone.map((payer) => completedRequest(payer, 66_000_000n, { createdAt: anHourAgo })),
   );
   const payer = await newPayer(local, 3);
   const session = await authorize(quiet, payer);
   anthropic.script({ text: 'last words', usage: SMALL });
   await chat(openaiFor(quiet, session.token));
   const payerBefore = await usdcBalance(local, payer.address);
-  const collector = createCollector({
-    store: quiet.store,
-    chain: createChainClient(quiet.config.chain),
-    receiptTimeoutMs: 5_000,
-    withPayerLock: quiet.store.withPayerLock,
-    idleMs: 300,
-    intervalMs: 60_000,
-    batchSize: 10,
-    log: { warn: () => {}, error: () => {} },
-  });
+  const collector = collectorOf(quiet, { batchSize: 10 });
 
   const start = Date.now() + 1_000;
   const runs = [];

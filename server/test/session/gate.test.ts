@@ -10,6 +10,7 @@ import type { AdmissionRequest } from '../../src/services/chat-contracts.js';
 import type { Store } from '../../src/store/database.js';
 import { insertSession, revokeSession } from '../../src/store/sessions.js';
 import { testDialects, withTestStore } from '../support/db.js';
+import { completedRequest } from '../support/usage-entries.js';
 
 // The payment gate with the session rail on a real ledger; the chain is never reached: settling is
 // observed, not run.
@@ -18,23 +19,6 @@ const REQUEST = {
   headers: { authorization: 'Bearer token' },
   url: '/v1/chat/completions',
 } as unknown as AdmissionRequest;
-
-let requestSeq = 0;
-const completedRequest = (payer: Address, totalPicoUsd: bigint) => ({
-  requestId: `gate-${++requestSeq}`,
-  payer,
-  rail: 'session' as const,
-  model: 'anthropic/claude-sonnet-4.5',
-  usage: {
-    inputTokens: 10,
-    cacheReadTokens: 0,
-    cacheWriteTokens: 0,
-    outputTokens: 2,
-    reasoningTokens: 0,
-    exact: true,
-  },
-  cost: { providerPicoUsd: totalPicoUsd, commissionPicoUsd: 0n, totalPicoUsd },
-});
 
 async function sessionOf(store: Store, id: string): Promise<Address> {
   const wallet = privateKeyToAddress(generatePrivateKey());

@@ -1,0 +1,31 @@
+import type { Address } from 'viem';
+import type { NewUsageRecord } from '../../src/billing/ledger.js';
+
+let sequence = 0;
+
+/**
+ * The usage record of a completed session-rail request (10 tokens in, 2 out) costing
+ * `totalPicoUsd`, all of it the provider's: what a test writes to the ledger as a debt.
+ */
+export function completedRequest(
+  payer: Address,
+  totalPicoUsd: bigint,
+  options: { createdAt?: Date } = {},
+): NewUsageRecord {
+  return {
+    requestId: `completed-${++sequence}-${Date.now()}`,
+    payer,
+    rail: 'session',
+    model: 'anthropic/claude-sonnet-4.5',
+    usage: {
+      inputTokens: 10,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      outputTokens: 2,
+      reasoningTokens: 0,
+      exact: true,
+    },
+    cost: { providerPicoUsd: totalPicoUsd, commissionPicoUsd: 0n, totalPicoUsd },
+    createdAt: options.createdAt,
+  };
+}
