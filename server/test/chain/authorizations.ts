@@ -40,6 +40,25 @@ export function signTransferAuthorization(
   });
 }
 
+/** The authorizer's EIP-3009 `CancelAuthorization` of one of its nonces. */
+export function signCancelAuthorization(
+  local: LocalChain,
+  signer: TypedDataSigner,
+  authorization: Pick<TransferAuthorization, 'from' | 'nonce'>,
+): Promise<Hex> {
+  return signer.signTypedData({
+    domain: usdcDomain(local),
+    types: {
+      CancelAuthorization: [
+        { name: 'authorizer', type: 'address' },
+        { name: 'nonce', type: 'bytes32' },
+      ],
+    },
+    primaryType: 'CancelAuthorization',
+    message: { authorizer: authorization.from, nonce: authorization.nonce },
+  });
+}
+
 /** The (v, r, s) form of a 65-byte signature, for the USDC overloads that take it. */
 export function splitSignature(signature: Hex): [number, Hex, Hex] {
   const { v, yParity, r, s } = parseSignature(signature);

@@ -13,6 +13,7 @@ import {
   usdcBalance,
 } from '../../devkit/chain/index.js';
 import {
+  signCancelAuthorization,
   signTransferAuthorization,
   splitSignature,
   type TransferAuthorization,
@@ -321,17 +322,7 @@ describe('EIP-3009 receiveWithAuthorization and cancelAuthorization', () => {
 
   test('a canceled authorization can no longer be used', async () => {
     const auth = transferAuthorization(payerEoa.address, treasury, 1n);
-    const cancellation = await payerEoa.signTypedData({
-      domain: usdcDomain(local),
-      types: {
-        CancelAuthorization: [
-          { name: 'authorizer', type: 'address' },
-          { name: 'nonce', type: 'bytes32' },
-        ],
-      },
-      primaryType: 'CancelAuthorization',
-      message: { authorizer: auth.from, nonce: auth.nonce },
-    });
+    const cancellation = await signCancelAuthorization(local, payerEoa, auth);
     const hash = await relayer.writeContract({
       address: local.usdc,
       abi: testUsdcAbi,

@@ -55,6 +55,22 @@ async function collectorHealth(): Promise<CollectorHealth> {
 
 const waitLong = { timeout: 20_000, interval: 100 };
 
+/** A gateway of its own database whose collector stays quiet, stopped when the test ends. */
+async function quietGateway(): Promise<GatewayUnderTest> {
+  const database = temporaryDatabase();
+  const quiet = await startGateway(
+    sessionGatewayConfig(local, anthropic, {
+      databaseUrl: database.url,
+      limits: { collectorIntervalMs: 3_600_000 },
+    }),
+  );
+  onTestFinished(async () => {
+    await quiet.close();
+    database.remove();
+  });
+  return quiet;
+}
+
 /** A collector of the gateway's database and chain, run by the test (`runOnce`): debts idle 0.3 s are due. */
 function collectorOf(of: GatewayUnderTest, options: Pick<CollectorOptions, 'backoffMs' | 'batchSize'>) {
   return createCollector({
@@ -129,17 +145,7 @@ test('a collection that fails is retried, shown in /health and as failed settlem
 
 test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every run', async () => {
   // A gateway whose own collector stays quiet, and a collector driven with explicit clock readings.
-  const quietDatabase = temporaryDatabase();
-  const quiet = await startGateway(
-    sessionGatewayConfig(local, anthropic, {
-      databaseUrl: quietDatabase.url,
-      limits: { collectorIntervalMs: 3_600_000 },
-    }),
-  );
-  onTestFinished(async () => {
-    await quiet.close();
-    quietDatabase.remove();
-  });
+  const quiet = await quietGateway();
   const payer = await newPayer(local, 2, { fundUsdc: 10n });
   const session = await authorize(quiet, payer);
   anthropic.script({ text: 'unpaid', usage: SMALL });
@@ -161,17 +167,7 @@ test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every
 });
 
 test('payers that can never be collected, more than a batch of them, do not keep another from being collected', async () => {
-  const quietDatabase = temporaryDatabase();
-  const quiet = await startGateway(
-    sessionGatewayConfig(local, anthropic, {
-      databaseUrl: quietDatabase.url,
-      limits: { collectorIntervalMs: 3_600_000 },
-    }),
-  );
-  onTestFinished(async () => {
-    await quiet.close();
-    quietDatabase.remove();
-  });
+  const quiet = await quietGateway();
   // Idle longer than anyone else, with no session left to collect with.
   const longGone = Array.from({ length: 100 }, () => privateKeyToAddress(generatePrivateKey()));
   const anHourAgo = new Date(Date.now() - 3_600_000);

@@ -11,10 +11,10 @@ import {
 } from '../../src/billing/settlements.js';
 import { recordAuthorization } from '../../src/payments/x402/authorizations.js';
 import {
+  signCancelAuthorization,
   splitSignature,
   type TransferAuthorization,
   transferAuthorization,
-  usdcDomain,
 } from '../chain/authorizations.js';
 import { reconcileWithChain } from '../support/ledger-checks.js';
 import {
@@ -63,16 +63,9 @@ async function crashedSettlement(payer: PrivateKeyAccount, validBefore: bigint) 
 /** The payer cancels the authorization (EIP-3009 `cancelAuthorization`): its nonce is spent, nothing moves. */
 async function cancelAuthorization(payer: PrivateKeyAccount, authorization: TransferAuthorization) {
   const { local } = stack;
-  const signature = await payer.signTypedData({
-    domain: usdcDomain(local),
-    types: {
-      CancelAuthorization: [
-        { name: 'authorizer', type: 'address' },
-        { name: 'nonce', type: 'bytes32' },
-      ],
-    },
-    primaryType: 'CancelAuthorization',
-    message: { authorizer: payer.address, nonce: authorization.nonce },
+  const signature = await signCancelAuthorization(local, payer, {
+    from: payer.address,
+    nonce: authorization.nonce,
   });
   const hash = await local.deployer.writeContract({
     address: local.usdc,
