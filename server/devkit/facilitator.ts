@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { x402Facilitator } from '@x402/core/facilitator';
+import type { SettleResponse } from '@x402/core/types';
 import { toFacilitatorEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
 import { type Address, type Chain, type Hex, publicActions } from 'viem';
@@ -24,6 +25,11 @@ export interface FacilitatorServer {
   address: Address;
   /** The paths it served, in order: tests see which facilitator did the work. */
   calls: string[];
+  /**
+   * What /settle answers, given the settlement it would make (called or not): a facilitator that
+   * misreports, for tests. Unset: the settlement's own result.
+   */
+  answerSettle?: (settle: () => Promise<SettleResponse>) => Promise<SettleResponse>;
   /** Stops it; closing a stopped one does nothing. */
   close(): Promise<void>;
 }
@@ -49,30 +55,34 @@ export async function startFacilitatorServer(options: FacilitatorServerOptions):
     new ExactEvmScheme(signer),
   );
   const calls: string[] = [];
+  const handle: FacilitatorServer = { url: '', address, calls, close: async () => {} };
 
   const server = createServer((request, response) => {
     calls.push(request.url ?? '');
-    serve(facilitator, request, response).catch((error: unknown) => {
+    serve(facilitator, handle, request, response).catch((error: unknown) => {
       send(response, 500, { error: error instanceof Error ? error.message : String(error) });
     });
   });
   server.listen(options.port ?? 0, options.host ?? '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
-  return {
+  return Object.assign(handle, {
     url: `http://${options.host ?? '127.0.0.1'}:${port}`,
-    address,
-    calls,
     close: () =>
       new Promise<void>((resolve, reject) => {
         if (!server.listening) return resolve();
         server.close((error) => (error ? reject(error) : resolve()));
         server.closeAllConnections();
       }),
-  };
+  });
 }
 
-async function serve(facilitator: x402Facilitator, request: IncomingMessage, response: ServerResponse) {
+async function serve(
+  facilitator: x402Facilitator,
+  handle: Pick<FacilitatorServer, 'answerSettle'>,
+  request: IncomingMessage,
+  response: ServerResponse,
+) {
   const path = new URL(request.url ?? '/', 'http://facilitator').pathname;
   if (request.method === 'GET' && path === '/supported')
     return send(response, 200, facilitator.getSupported());
@@ -93,7 +103,9 @@ async function serve(facilitator: x402Facilitator, request: IncomingMessage, res
   )
     return send(response, 400, { error: 'paymentPayload and paymentRequirements are required' });
   const args = [paymentPayload, paymentRequirements] as Parameters<x402Facilitator['verify']>;
-  const result = path === '/verify' ? await facilitator.verify(...args) : await facilitator.settle(...args);
+  if (path === '/verify') return send(response, 200, await facilitator.verify(...args));
+  const settle = () => facilitator.settle(...args);
+  const result = handle.answerSettle ? await handle.answerSettle(settle) : await settle();
   send(response, 200, result);
 }
 

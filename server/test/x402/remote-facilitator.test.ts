@@ -2,8 +2,10 @@ import { HTTPFacilitatorClient } from '@x402/core/http';
 import type { Hash } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { beforeAll, expect, test } from 'vitest';
-import { usdcBalance } from '../../devkit/chain/index.js';
+import { createLocalWalletClient, mintUsdc, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
 import type { FacilitatorServer } from '../../devkit/facilitator.js';
+import { debtOf } from '../../src/billing/ledger.js';
+import { settlementsOf } from '../../src/billing/settlements.js';
 import {
   chat,
   chatBody,
@@ -50,6 +52,59 @@ test('with FACILITATOR_URL the remote facilitator verifies and settles, and the 
   expect(await usdcBalance(local, payer.address)).toBe(before - SMALL_COST);
   expect(facilitator.calls.slice(1)).toEqual(['/verify', '/verify', '/settle']);
   expect(await local.publicClient.getTransactionCount({ address: relayer })).toBe(relayerNonce);
+});
+
+test('a facilitator reporting success for a transaction that did not pay the debt confirms nothing: 503, the debt stays owed', async () => {
+  const { local, gateway } = stack;
+  const payer = await fundedEoa(stack, 3, 1_000_000n);
+  await chat(stack, payer);
+  // A real transaction of the payer to the treasury, of another amount than the debt.
+  const decoy = await createLocalWalletClient(local.chain, local.accounts.payers[3]!.privateKey).writeContract({
+    address: local.usdc,
+    abi: testUsdcAbi,
+    functionName: 'transfer',
+    args: [local.accounts.treasury.address, 1n],
+  });
+  await local.publicClient.waitForTransactionReceipt({ hash: decoy });
+  facilitator.answerSettle = async () => ({
+    success: true,
+    transaction: decoy,
+    network: 'eip155:31337',
+    payer: payer.address,
+  });
+  try {
+    const error = await chat(stack, payer).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 503, error: { code: 'payments_unavailable' } });
+  } finally {
+    facilitator.answerSettle = undefined;
+  }
+  const [settlement] = await settlementsOf(gateway.store, payer.address);
+  expect(settlement).toMatchObject({ status: 'sent', txHash: decoy });
+  expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+});
+
+test('a settlement is confirmed by the transaction that paid it, not by the one the facilitator names', async () => {
+  const { local, gateway } = stack;
+  const payer = await fundedEoa(stack, 4, 1_000_000n);
+  await chat(stack, payer);
+  const unrelated = await mintUsdc(local, local.accounts.treasury.address, 1n);
+  const before = await usdcBalance(local, payer.address);
+  let paid = '';
+  facilitator.answerSettle = async (settle) => {
+    const result = await settle();
+    paid = result.transaction;
+    return { ...result, transaction: unrelated };
+  };
+  try {
+    const second = await chat(stack, payer);
+    expect(settlementOf(second.headers)).toMatchObject({ success: true, transaction: paid });
+  } finally {
+    facilitator.answerSettle = undefined;
+  }
+  expect(paid).not.toBe('');
+  const [settlement] = await settlementsOf(gateway.store, payer.address);
+  expect(settlement).toMatchObject({ status: 'confirmed', txHash: paid });
+  expect(await usdcBalance(local, payer.address)).toBe(before - SMALL_COST);
 });
 
 test('an unreachable facilitator is 503 with retry-after, not a 402 or a 500', async () => {

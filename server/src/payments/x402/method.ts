@@ -1,8 +1,7 @@
 import type { SettleResponse, VerifyResponse } from '@x402/core/types';
-import { type Address, BaseError, type Hash } from 'viem';
+import { type Address, BaseError } from 'viem';
 import { debtOf } from '../../billing/ledger.js';
 import {
-  confirmSettlement,
   failSettlement,
   findSettlement,
   markSettlementSent,
@@ -19,7 +18,7 @@ import type { Store } from '../../store/database.js';
 import type { ChainClient } from '../chain-client.js';
 import type { IdentifiedPayer, PaymentMethod } from '../gate.js';
 import type { OutboxDeps } from '../outbox/reconcile.js';
-import { isAuthorizationSeen, markAuthorizationUsed, recordAuthorization } from './authorizations.js';
+import { isAuthorizationSeen, recordAuthorization } from './authorizations.js';
 import type { PaymentFacilitator } from './facilitator.js';
 import { carriesProof, facilitatorInput, type PaymentProof, proofMismatch, readProof } from './proof.js';
 import {
@@ -158,21 +157,20 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       options.log?.error({ err: error, payer, settlement: settlement.id }, 'x402 settlement outcome unknown');
       throw settlementPending();
     }
-    if (result.success) {
-      const txHash = result.transaction as Hash;
-      await confirmSettlement(store, settlement.id, { txHash });
-      await markAuthorizationUsed(store, settlement.id, txHash);
-      return settlementHeaders(proof.version, { ...result, payer });
-    }
-    const failure = `the payment could not be settled: ${failureReason(result)}`;
+    // Success or not, the chain decides: a facilitator's word (a remote one may be wrong, or lie)
+    // confirms nothing without the transfer to the treasury (see reconcileX402Settlement).
+    const failure = result.success
+      ? `the facilitator reported transaction ${result.transaction || '(none)'} as settled, but it did not pay the treasury`
+      : `the payment could not be settled: ${failureReason(result)}`;
+    const refused = result.success ? undefined : result;
     const current = (await findSettlement(store, settlement.id)) as Settlement;
-    if (current.status === 'pending' && !result.transaction) {
-      // No transaction was ever signed for it: nothing can land.
+    if (refused && current.status === 'pending' && !result.transaction) {
+      // Refused and no transaction was ever signed for it: nothing can land.
       await failSettlement(store, settlement.id, failure);
-      throw refuse(failure, owed, result);
+      throw refuse(failure, owed, refused);
     }
     const outcome = await reconcile(current);
-    if (outcome === 'failed') throw refuse(failure, owed, result);
+    if (outcome === 'failed') throw refuse(failure, owed, refused);
     if (outcome === 'pending') throw settlementPending();
     const confirmed = (await findSettlement(store, settlement.id)) as Settlement;
     return settlementHeaders(proof.version, {
