@@ -59,7 +59,10 @@ test('a facilitator reporting success for a transaction that did not pay the deb
   const payer = await fundedEoa(stack, 3, 1_000_000n);
   await chat(stack, payer);
   // A real transaction of the payer to the treasury, of another amount than the debt.
-  const decoy = await createLocalWalletClient(local.chain, local.accounts.payers[3]!.privateKey).writeContract({
+  const decoy = await createLocalWalletClient(
+    local.chain,
+    local.accounts.payers[3]!.privateKey,
+  ).writeContract({
     address: local.usdc,
     abi: testUsdcAbi,
     functionName: 'transfer',
