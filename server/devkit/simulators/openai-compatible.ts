@@ -55,12 +55,21 @@ export function startOpenAICompatibleSimulator(
   }, options);
 }
 
+/** OpenAI's reasoning models (o1, o3, o4-mini, gpt-5...) refuse `max_tokens`, as OpenAI does. */
+const REASONING_MODEL = /^(o\d|gpt-5)/;
+
 function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
   if (request.method !== 'POST' || request.path.split('?')[0] !== '/v1/chat/completions')
     return { status: 404, message: `Invalid URL (${request.method} ${request.path})` };
   const body = request.body;
   if (typeof body !== 'object' || body === null || !Array.isArray(body.messages))
     return { status: 400, message: "Missing required parameter: 'messages'." };
+  if (body.max_tokens != null && REASONING_MODEL.test(String(body.model)))
+    return {
+      status: 400,
+      message:
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+    };
   return undefined;
 }
 

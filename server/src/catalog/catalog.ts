@@ -44,7 +44,16 @@ export interface OpenAICompatibleUpstream {
   baseUrl: string;
   /** Name of the environment variable holding its API key, if it needs one. */
   apiKeyEnv?: string;
+  /**
+   * The field the upstream takes a request's output token limit in: `max_tokens` (the default, what
+   * most OpenAI-compatible servers know) or `max_completion_tokens` (OpenAI, whose reasoning models
+   * refuse `max_tokens`). A client's limit is sent in this field whichever of the two it used.
+   */
+  tokenLimitField: TokenLimitField;
 }
+
+export type TokenLimitField = 'max_tokens' | 'max_completion_tokens';
+const TOKEN_LIMIT_FIELDS: readonly TokenLimitField[] = ['max_tokens', 'max_completion_tokens'];
 
 export interface Catalog {
   models: readonly CatalogModel[];
@@ -81,9 +90,13 @@ export function parseCatalog(raw: unknown): Catalog {
     if (!isObject(value) || typeof value.baseUrl !== 'string' || !/^https?:\/\//.test(value.baseUrl))
       fail(`upstreams.${name}.baseUrl`, 'must be an http(s) URL');
     const upstream = value as Record<string, unknown>;
+    const tokenLimitField = upstream.tokenLimitField ?? 'max_tokens';
+    if (!TOKEN_LIMIT_FIELDS.includes(tokenLimitField as TokenLimitField))
+      fail(`upstreams.${name}.tokenLimitField`, 'must be "max_tokens" or "max_completion_tokens"');
     upstreams[name] = {
       baseUrl: String(upstream.baseUrl).replace(/\/+$/, ''),
       apiKeyEnv: typeof upstream.apiKeyEnv === 'string' ? upstream.apiKeyEnv : undefined,
+      tokenLimitField: tokenLimitField as TokenLimitField,
     };
   }
   const byId = new Map<string, CatalogModel>();

@@ -6,7 +6,7 @@
  * upstream's base URL is the one OpenAI SDKs take (`https://api.openai.com/v1`,
  * `https://openrouter.ai/api/v1`): the path `/chat/completions` is appended to it.
  */
-import type { CatalogModel } from '../catalog/catalog.js';
+import type { CatalogModel, TokenLimitField } from '../catalog/catalog.js';
 import type { ChatRequest, FinishReason, ToolCall, ToolCallDelta } from './openai-types.js';
 import type { ProviderFamily, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
@@ -38,13 +38,16 @@ interface WireChunk {
   error?: { message?: string; code?: unknown };
 }
 
-export function openAICompatibleFamily(apiKey: string | undefined): ProviderFamily {
+export function openAICompatibleFamily(
+  apiKey: string | undefined,
+  tokenLimitField: TokenLimitField = 'max_tokens',
+): ProviderFamily {
   const auth: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
   return {
     request: ({ request, model }, stream) => ({
       path: '/chat/completions',
       headers: auth,
-      body: upstreamRequestBody(request, model, stream),
+      body: upstreamRequestBody(request, model, stream, tokenLimitField),
     }),
     completion: (body) => openAICompletion(body as WireCompletion),
     streamDecoder: () => new OpenAIStreamDecoder(),
@@ -53,18 +56,18 @@ export function openAICompatibleFamily(apiKey: string | undefined): ProviderFami
 
 /**
  * A request without a token budget gets the catalog's default, as on the other providers: what a
- * payer can owe unsettled is bounded by what its requests in flight can cost.
+ * payer can owe unsettled is bounded by what its requests in flight can cost. An upstream taking
+ * `max_completion_tokens` gets the client's limit in that field, and one taking `max_tokens` in that
+ * one, whichever of the two the client used.
  */
 export function upstreamRequestBody(
   request: ChatRequest,
   model: Pick<CatalogModel, 'providerModel' | 'defaultMaxTokens'>,
   stream: boolean,
+  tokenLimitField: TokenLimitField = 'max_tokens',
 ): ChatRequest {
-  const { stream_options: _options, ...rest } = request;
-  const budget =
-    request.max_completion_tokens == null && request.max_tokens == null
-      ? { max_tokens: model.defaultMaxTokens }
-      : {};
+  const { stream_options: _options, max_tokens, max_completion_tokens, ...rest } = request;
+  const budget = { [tokenLimitField]: max_completion_tokens ?? max_tokens ?? model.defaultMaxTokens };
   const messages = request.messages.some((message) => message.role === 'developer')
     ? request.messages.map((message) =>
         message.role === 'developer' ? { ...message, role: 'system' as const } : message,

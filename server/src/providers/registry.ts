@@ -35,7 +35,7 @@ export function createProviderRegistry(options: ProviderRegistryOptions): Provid
   add('google', google.baseUrl, geminiFamily(google.apiKey));
   for (const [name, upstream] of Object.entries(options.upstreams)) {
     const apiKey = upstream.apiKeyEnv ? options.env[upstream.apiKeyEnv]?.trim() || undefined : undefined;
-    add(name, upstream.baseUrl, openAICompatibleFamily(apiKey));
+    add(name, upstream.baseUrl, openAICompatibleFamily(apiKey, upstream.tokenLimitField));
   }
   return {
     adapterFor(model) {

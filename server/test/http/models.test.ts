@@ -256,6 +256,11 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
       { upstreams: { anthropic: { baseUrl: 'http://x' } }, models: [] },
       'upstreams.anthropic shadows a built-in provider',
     ],
+    [
+      'an upstream naming an unknown token limit field',
+      { upstreams: { acme: { baseUrl: 'http://x', tokenLimitField: 'max_output_tokens' } }, models: [] },
+      'upstreams.acme.tokenLimitField must be "max_tokens" or "max_completion_tokens"',
+    ],
   ];
   test.each(cases)('%s', (_name, raw, message) => {
     let error: unknown;
@@ -274,6 +279,7 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
     expect(catalog.upstreams.acme).toEqual({
       baseUrl: 'http://127.0.0.1:4000/v1',
       apiKeyEnv: 'ACME_API_KEY',
+      tokenLimitField: 'max_tokens',
     });
     expect(catalog.find('acme/small-1')?.providerModel).toBe('small-1');
     expect(catalog.find('acme/missing')).toBeUndefined();

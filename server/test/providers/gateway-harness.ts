@@ -13,13 +13,17 @@ import { testConfig } from '../support/config.js';
 export type Harness = Awaited<ReturnType<typeof startHarness>>;
 
 /**
- * The shipped catalog plus a Gemini 3 model (it signs its function calls) and one OpenAI-compatible
- * upstream, `local`, served by its simulator.
+ * The shipped catalog plus a Gemini 3 model (it signs its function calls) and two OpenAI-compatible
+ * upstreams served by its simulator: `local`, and `openai` (taking `max_completion_tokens`).
  */
 function catalogWith(localUrl: string): Catalog {
   const shipped = loadCatalog();
   return parseCatalog({
-    upstreams: { local: { baseUrl: `${localUrl}/v1`, apiKeyEnv: 'PAYGATE_TEST_LOCAL_KEY' } },
+    upstreams: {
+      local: { baseUrl: `${localUrl}/v1`, apiKeyEnv: 'PAYGATE_TEST_LOCAL_KEY' },
+      // The same simulator as OpenAI itself: its reasoning models take max_completion_tokens only.
+      openai: { baseUrl: `${localUrl}/v1`, tokenLimitField: 'max_completion_tokens' },
+    },
     models: [
       ...shipped.models,
       {
@@ -42,6 +46,16 @@ function catalogWith(localUrl: string): Catalog {
         defaultMaxTokens: 1024,
         pricing: { input: '0.05', output: '0.10' },
       },
+      ...['openai', 'local'].map((upstream) => ({
+        id: `${upstream}/o4-mini`,
+        provider: upstream,
+        providerModel: 'o4-mini',
+        name: 'o4-mini',
+        contextLength: 200000,
+        maxOutputTokens: 100000,
+        defaultMaxTokens: 4096,
+        pricing: { input: '1.10', output: '4.40', cacheRead: '0.275' },
+      })),
     ],
   });
 }

@@ -109,4 +109,38 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
     expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: 9, completion_tokens: 7 });
     expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 9, outputTokens: 7, exact: true });
   });
+
+  test('an upstream taking max_completion_tokens (OpenAI) gets the limit in that field, whichever the client used', async () => {
+    const asked = [{ max_tokens: 50 }, { max_completion_tokens: 60 }, {}];
+    for (const limit of asked)
+      await h.client.chat.completions.create({
+        model: 'openai/o4-mini',
+        messages: [{ role: 'user', content: 'Think.' }],
+        ...limit,
+      });
+    const sent = h.local.log.map((request) => request.body);
+    expect(sent.map((body) => body.max_completion_tokens)).toEqual([50, 60, 4096]);
+    expect(sent.every((body) => !('max_tokens' in body))).toBe(true);
+    expect(sent[0]).toMatchObject({ model: 'o4-mini' });
+  });
+
+  test("an upstream taking max_tokens (the default) gets a client's max_completion_tokens as max_tokens", async () => {
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_completion_tokens: 70,
+    });
+    const [sent] = h.local.log.map((request) => request.body);
+    expect(sent).toMatchObject({ max_tokens: 70 });
+    expect(sent).not.toHaveProperty('max_completion_tokens');
+  });
+
+  test('the same reasoning model behind an upstream taking max_tokens is refused by it: 502 with its words', async () => {
+    const error = await h.client.chat.completions
+      .create({ model: 'local/o4-mini', messages: [{ role: 'user', content: 'Think.' }] })
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 502, error: { code: 'provider_error' } });
+    expect((error as Error).message).toContain("Use 'max_completion_tokens' instead");
+    expect(h.recorder.entries).toHaveLength(0);
+  });
 });

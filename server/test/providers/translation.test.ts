@@ -561,11 +561,22 @@ describe('OpenAI usage', () => {
     });
   });
 
-  test("a request without a token budget gets the catalog's default; a client's budget is kept", () => {
+  test("a request without a token budget gets the catalog's default; a client's budget goes in the upstream's field", () => {
     const messages = [{ role: 'user' as const, content: 'q' }];
     expect(upstreamRequestBody({ messages }, upstreamModel, false)).toMatchObject({ max_tokens: 512 });
     const own = upstreamRequestBody({ messages, max_completion_tokens: 9 }, upstreamModel, false);
-    expect(own).toMatchObject({ max_completion_tokens: 9 });
-    expect(own).not.toHaveProperty('max_tokens');
+    expect(own).toMatchObject({ max_tokens: 9 });
+    expect(own).not.toHaveProperty('max_completion_tokens');
+    const openai = upstreamRequestBody(
+      { messages, max_tokens: 9 },
+      upstreamModel,
+      false,
+      'max_completion_tokens',
+    );
+    expect(openai).toMatchObject({ max_completion_tokens: 9 });
+    expect(openai).not.toHaveProperty('max_tokens');
+    expect(upstreamRequestBody({ messages }, upstreamModel, false, 'max_completion_tokens')).toMatchObject({
+      max_completion_tokens: 512,
+    });
   });
 });
