@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import {
   Implementation,
   type MetaMaskSmartAccount,
@@ -17,6 +18,8 @@ export interface PayerAccountOptions {
   fundEth?: bigint;
   /** CREATE2 salt of the account; with the owner it fixes the address. Default `0x` (zero). */
   deploySalt?: Hex;
+  /** P256 keys (passkeys) the account holds besides its owner, each a fresh key. Default none. */
+  passkeys?: number;
 }
 
 /** A payer: an owner key and its HybridDeleGator smart account. */
@@ -37,7 +40,7 @@ export async function createPayerAccount(
   const account = await toMetaMaskSmartAccount({
     client: chain.publicClient,
     implementation: Implementation.Hybrid,
-    deployParams: [owner.address, [], [], []],
+    deployParams: [owner.address, ...passkeys(options.passkeys ?? 0)],
     deploySalt: options.deploySalt ?? '0x',
     signer: { account: owner },
     environment: chain.environment,
@@ -49,6 +52,21 @@ export async function createPayerAccount(
     options.fundEth ? addEth(chain, account.address, options.fundEth) : undefined,
   ]);
   return { owner, account, address: account.address, deploy };
+}
+
+/** `count` fresh P256 public keys as HybridDeleGator's `initialize` takes them: ids, x and y values. */
+function passkeys(count: number): [string[], bigint[], bigint[]] {
+  const keys = Array.from({ length: count }, () => {
+    const { x, y } = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' });
+    return [x, y].map((coordinate) =>
+      BigInt(`0x${Buffer.from(coordinate ?? '', 'base64url').toString('hex')}`),
+    );
+  });
+  return [
+    keys.map((_, i) => `passkey-${i}`),
+    keys.map(([x]) => x as bigint),
+    keys.map(([, y]) => y as bigint),
+  ];
 }
 
 // No bundler locally: the factory call (what a first user operation's initCode would do) is a plain

@@ -1,6 +1,10 @@
-import type { Delegation } from '@metamask/smart-accounts-kit';
+import { HybridDeleGator, MultiSigDeleGator, SimpleFactory } from '@metamask/delegation-abis';
+import { ERC1967Proxy as ERC1967ProxyBytecode } from '@metamask/delegation-abis/bytecode';
+import type { Delegation, SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import {
   type Address,
+  decodeAbiParameters,
+  decodeFunctionData,
   type Hex,
   isAddressEqual,
   isErc6492Signature,
@@ -58,7 +62,38 @@ export function redeemableSignature(signature: Hex): RedeemableSignature {
   return { signature: parsed.signature, deployment: { factory: parsed.address, factoryData: parsed.data } };
 }
 
-/** Only the framework's own factory may be called by the gateway's key to deploy an account. */
-export function isTrustedFactory(deployment: PendingDeployment, simpleFactory: Address): boolean {
-  return isAddressEqual(deployment.factory, simpleFactory);
+/**
+ * Only the deployment of a MetaMask smart account is sent with the gateway's key: the framework's
+ * SimpleFactory deploying its ERC-1967 proxy over one of its DeleGator implementations, initialized
+ * by that implementation's `initialize`. Any other call would have the gateway pay the gas of
+ * deploying whatever contract a payer chose (one that answers the signature check and pays nothing).
+ */
+export function deploysDeleGator(
+  deployment: PendingDeployment,
+  environment: Pick<SmartAccountsEnvironment, 'SimpleFactory' | 'implementations'>,
+): boolean {
+  if (!isAddressEqual(deployment.factory, environment.SimpleFactory)) return false;
+  try {
+    const deploy = decodeFunctionData({ abi: SimpleFactory, data: deployment.factoryData });
+    if (deploy.functionName !== 'deploy') return false;
+    const [creationCode] = deploy.args;
+    if (!creationCode.toLowerCase().startsWith(ERC1967ProxyBytecode.toLowerCase())) return false;
+    const [implementation, initialization] = decodeAbiParameters(
+      [{ type: 'address' }, { type: 'bytes' }],
+      `0x${creationCode.slice(ERC1967ProxyBytecode.length)}`,
+    );
+    const { HybridDeleGatorImpl, MultiSigDeleGatorImpl } = environment.implementations;
+    const abi =
+      HybridDeleGatorImpl && isAddressEqual(implementation, HybridDeleGatorImpl)
+        ? HybridDeleGator
+        : MultiSigDeleGatorImpl && isAddressEqual(implementation, MultiSigDeleGatorImpl)
+          ? MultiSigDeleGator
+          : undefined;
+    return (
+      abi !== undefined && decodeFunctionData({ abi, data: initialization }).functionName === 'initialize'
+    );
+  } catch {
+    // Calldata that does not decode as such a deployment.
+    return false;
+  }
 }

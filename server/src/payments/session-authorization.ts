@@ -10,7 +10,7 @@ import { hashDelegation, isDelegationDisabled } from './delegation-framework.js'
 import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
 import {
   delegationDomain,
-  isTrustedFactory,
+  deploysDeleGator,
   type RedeemableSignature,
   redeemableSignature,
   verifyDelegationSignature,
@@ -58,10 +58,10 @@ export function createSessionAuthorizer(
       const accepted = checkDelegation(policy, delegation, now);
       const delegator = accepted.delegation.delegator;
       const { deployment } = redeemableOrRefused(signature);
-      if (deployment && !isTrustedFactory(deployment, chain.environment.SimpleFactory))
+      if (deployment && !deploysDeleGator(deployment, chain.environment))
         throw validationError(
           'x-authorization-signature',
-          `must deploy the account through the Delegation Framework's SimpleFactory ${chain.environment.SimpleFactory}`,
+          `must deploy a MetaMask smart account (a DeleGator proxy) through the Delegation Framework's SimpleFactory ${chain.environment.SimpleFactory}`,
         );
       const delegationHash = hashDelegation({ ...accepted.delegation, signature: '0x' });
 

@@ -1,5 +1,19 @@
+import { ERC1967Proxy, SimpleFactory } from '@metamask/delegation-abis';
+import { ERC1967Proxy as ERC1967ProxyBytecode } from '@metamask/delegation-abis/bytecode';
 import type { Caveat } from '@metamask/smart-accounts-kit';
-import { type Address, concat, getAddress, type Hex, pad, toHex } from 'viem';
+import {
+  type Address,
+  concat,
+  decodeAbiParameters,
+  decodeFunctionData,
+  encodeDeployData,
+  encodeFunctionData,
+  getAddress,
+  type Hex,
+  pad,
+  serializeErc6492Signature,
+  toHex,
+} from 'viem';
 import { afterAll, describe, expect, onTestFinished, test } from 'vitest';
 import type { LocalChain, PayerAccount } from '../../devkit/chain/index.js';
 import { buildApp } from '../../src/app.js';
@@ -376,6 +390,48 @@ describe('POST /v1/authorize', () => {
 
     const session = await authorize(gateway, undeployed);
     expect(session.wallet).toBe(undeployed.address);
+  });
+
+  test('400 for an ERC-6492 signature deploying anything but a DeleGator proxy through the factory', async () => {
+    const undeployed = await newPayer(local, 5, { salt: 3, deploy: false });
+    const delegation = delegationFor(undeployed);
+    const raw = await undeployed.account.signDelegation({ delegation });
+    const { factory, factoryData } = await undeployed.account.getFactoryArgs();
+    const [creationCode, salt] = decodeFunctionData({ abi: SimpleFactory, data: factoryData as Hex }).args;
+    const [implementation, initialization] = decodeAbiParameters(
+      [{ type: 'address' }, { type: 'bytes' }],
+      `0x${creationCode.slice(ERC1967ProxyBytecode.length)}`,
+    );
+    const proxy = (over: Address, init: Hex) =>
+      encodeDeployData({ abi: ERC1967Proxy, bytecode: ERC1967ProxyBytecode, args: [over, init] });
+    const deploying = (code: Hex) =>
+      encodeFunctionData({ abi: SimpleFactory, functionName: 'deploy', args: [code, salt] });
+    const forged: Array<[string, Hex]> = [
+      ['any bytecode', deploying('0x600a600c600039600a6000f3602a60005260206000f3')],
+      [
+        'a proxy over another contract',
+        deploying(proxy(local.environment.DelegationManager, initialization)),
+      ],
+      ['a DeleGator proxy not initialized', deploying(proxy(implementation, '0x'))],
+      [
+        'not a deploy call',
+        encodeFunctionData({ abi: SimpleFactory, functionName: 'computeAddress', args: [salt, salt] }),
+      ],
+    ];
+    for (const [what, data] of forged) {
+      const signature = serializeErc6492Signature({ address: factory as Address, data, signature: raw });
+      const res = await post({ chainId: local.chainId, delegation }, signature);
+      expect(`${what}: ${res.status} ${res.body.error?.field}`).toBe(
+        `${what}: 400 x-authorization-signature`,
+      );
+      expect(res.body.error.message).toMatch(/DeleGator proxy/);
+    }
+    const genuine = serializeErc6492Signature({
+      address: factory as Address,
+      data: factoryData as Hex,
+      signature: raw,
+    });
+    expect((await post({ chainId: local.chainId, delegation }, genuine)).status).toBe(201);
   });
 
   test('the client helper reports refusals as GatewayError with the field', async () => {

@@ -68,7 +68,7 @@ export function sessionGatewayConfig(
 export function newPayer(
   local: LocalChain,
   owner: number,
-  options: { fundUsdc?: bigint; salt?: number; deploy?: boolean } = {},
+  options: { fundUsdc?: bigint; salt?: number; deploy?: boolean; passkeys?: number } = {},
 ): Promise<PayerAccount> {
   const key = local.accounts.payers[owner]?.privateKey;
   if (!key) throw new Error(`no payer key ${owner}`);
@@ -76,6 +76,7 @@ export function newPayer(
     fundUsdc: options.fundUsdc ?? 10_000_000n,
     deploySalt: `0x${(options.salt ?? 0).toString(16).padStart(2, '0')}` as Hex,
     deploy: options.deploy,
+    passkeys: options.passkeys,
   });
 }
 

@@ -379,6 +379,20 @@ describe('an account authorized before it was deployed (ERC-6492)', () => {
     expect(await local.publicClient.getCode({ address: payer.address })).toBeTruthy();
     expect(await balance(treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
   });
+
+  test("one whose deployment costs far more gas than a usual account's (20 passkeys) is refused, not deployed", async () => {
+    const payer = await newPayer(local, 0, { salt: 8, deploy: false, passkeys: 20 });
+    const session = await authorize(gateway, payer);
+    anthropic.script({ text: 'on credit', usage: SMALL });
+    expect((await rawChat(session.token)).status).toBe(200);
+    const calls = anthropic.log.length;
+    const refused = await rawChat(session.token);
+    expect(refused.status).toBe(402);
+    expect(refused.body.error.details).toMatchObject({ reason: 'account_not_deployed' });
+    expect(refused.body.error.message).toMatch(/its deployment needs \d+ gas/);
+    expect(anthropic.log.length).toBe(calls);
+    expect(await local.publicClient.getCode({ address: payer.address })).toBeUndefined();
+  });
 });
 
 // Moves the chain's clock forward: keep it last in this file.
