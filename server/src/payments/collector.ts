@@ -73,6 +73,9 @@ export function createCollector(options: CollectorOptions): Collector {
   // The last idle debtor reached: payers that can never be collected (expired session, refused
   // payment) would otherwise fill every batch and keep the others from ever being reached.
   let resumeAfter: Address | undefined;
+  // The idle debtors met in the current pass over the list: at its end, payers that failed but owe
+  // nothing idle any more (they paid with a request, their debt went) leave the failure list.
+  let metThisPass = new Set<Address>();
   let collected = 0;
   let lastRunAt: Date | null = null;
   let lastRunError: string | null = null;
@@ -127,12 +130,15 @@ export function createCollector(options: CollectorOptions): Collector {
       for (const payer of page) {
         if (attempted === batchSize) return;
         resumeAfter = payer;
+        metThisPass.add(payer);
         if (backingOff(payer, now)) continue;
         attempted++;
         await collect(payer, now, run);
       }
       if (page.length < batchSize) {
         resumeAfter = undefined;
+        for (const payer of failures.keys()) if (!metThisPass.has(payer)) failures.delete(payer);
+        metThisPass = new Set();
         return;
       }
     }

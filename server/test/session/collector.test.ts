@@ -1,6 +1,6 @@
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { afterAll, expect, onTestFinished, test, vi } from 'vitest';
-import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { type LocalChain, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { createChainClient } from '../../src/payments/chain-client.js';
@@ -164,6 +164,24 @@ test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every
   expect(await attempted(6_999)).toBe(false);
   expect(await attempted(7_000)).toBe(true);
   expect(collector.state().failing.find((entry) => entry.payer === payer.address)?.failures).toBe(4);
+});
+
+test('a failing payer that paid its debt with a request leaves the failure list at the end of the next pass', async () => {
+  const quiet = await quietGateway();
+  const payer = await newPayer(local, 4, { fundUsdc: 10n });
+  const session = await authorize(quiet, payer);
+  anthropic.script({ text: 'unpaid', usage: SMALL }, { text: 'paid', usage: SMALL });
+  await chat(openaiFor(quiet, session.token));
+  const collector = collectorOf(quiet, { backoffMs: 1_000 });
+  expect((await collector.runOnce(new Date(Date.now() + 1_000))).failed).toEqual([payer.address]);
+  expect(collector.state().failing.map((entry) => entry.payer)).toEqual([payer.address]);
+
+  await mintUsdc(local, payer.address, 1_000_000n);
+  const paying = await chat(openaiFor(quiet, session.token));
+  expect(paying.headers.get('x-settlement-amount')).toBe(SMALL_COST_ATOMIC.toString());
+  // Its new debt is not idle yet: the pass over the idle debtors no longer meets it.
+  await collector.runOnce(new Date());
+  expect(collector.state().failing).toEqual([]);
 });
 
 test('payers that can never be collected, more than a batch of them, do not keep another from being collected', async () => {
