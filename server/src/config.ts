@@ -102,6 +102,8 @@ export interface LimitsConfig {
   collectorIdleMs: number;
   /** How often the collector looks for idle debts and unfinished settlements. */
   collectorIntervalMs: number;
+  /** Idle debtors the collector tries to settle per run, at most. */
+  collectorBatchSize: number;
   /** Longest wait for a settlement's receipt before the request is refused (the outbox finishes it later). */
   settlementTimeoutMs: number;
   /** Latest expiry a session delegation may have, in seconds from now. */
@@ -225,6 +227,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       upstreamConnectTimeoutMs: read.integer('UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100),
       collectorIdleMs: read.integer('COLLECTOR_IDLE_MS', 15 * 60_000, 1000),
       collectorIntervalMs: read.integer('COLLECTOR_INTERVAL_MS', 30_000, 100),
+      collectorBatchSize: read.integer('COLLECTOR_BATCH_SIZE', 100, 1),
       settlementTimeoutMs: read.integer('SETTLEMENT_TIMEOUT_MS', 60_000, 1000),
       sessionMaxLifetimeSeconds: read.integer('SESSION_MAX_LIFETIME_SECONDS', 30 * 86_400, 60),
       sessionMinCapAtomic: BigInt(read.integer('SESSION_MIN_CAP_ATOMIC', 10_000, 1)),

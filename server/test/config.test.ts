@@ -89,6 +89,7 @@ describe('loadConfig', () => {
       MAX_IN_FLIGHT_PER_PAYER: '1',
       UPSTREAM_TIMEOUT_MS: '100',
       COLLECTOR_IDLE_MS: '1000',
+      COLLECTOR_BATCH_SIZE: '25',
       WEB_DIR: '/srv/web',
     });
     expect(config).toMatchObject({
@@ -124,6 +125,7 @@ describe('loadConfig', () => {
         maxInFlightPerPayer: 1,
         upstreamTimeoutMs: 100,
         collectorIdleMs: 1000,
+        collectorBatchSize: 25,
       },
       webDir: '/srv/web',
     });
@@ -210,6 +212,7 @@ describe('each invalid variable stops start-up with one message naming it', () =
     ['MAX_IN_FLIGHT_PER_PAYER', { MAX_IN_FLIGHT_PER_PAYER: '0' }, 'must be between 1 and'],
     ['UPSTREAM_TIMEOUT_MS', { UPSTREAM_TIMEOUT_MS: '99' }, 'must be between 100 and'],
     ['COLLECTOR_IDLE_MS', { COLLECTOR_IDLE_MS: 'soon' }, 'must be a whole number'],
+    ['COLLECTOR_BATCH_SIZE', { COLLECTOR_BATCH_SIZE: '0' }, 'must be between 1 and'],
   ];
   test.each(cases)('%s: %j', (variable, env, problem) => {
     const error = refusal(env);

@@ -66,6 +66,7 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
     leadership: store.leadership('collector'),
     idleMs: config.limits.collectorIdleMs,
     intervalMs: config.limits.collectorIntervalMs,
+    batchSize: config.limits.collectorBatchSize,
     log: options.log,
   });
   let known: SessionTerms | undefined;

@@ -48,6 +48,7 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
       upstreamConnectTimeoutMs: 5_000,
       collectorIdleMs: 60_000,
       collectorIntervalMs: 30_000,
+      collectorBatchSize: 100,
       settlementTimeoutMs: 30_000,
       sessionMaxLifetimeSeconds: 30 * 86_400,
       sessionMinCapAtomic: 10_000n,

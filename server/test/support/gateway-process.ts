@@ -152,6 +152,7 @@ export function gatewayEnvironment(config: GatewayConfig, dir: string): Record<s
     UPSTREAM_CONNECT_TIMEOUT_MS: String(limits.upstreamConnectTimeoutMs),
     COLLECTOR_IDLE_MS: String(limits.collectorIdleMs),
     COLLECTOR_INTERVAL_MS: String(limits.collectorIntervalMs),
+    COLLECTOR_BATCH_SIZE: String(limits.collectorBatchSize),
     SETTLEMENT_TIMEOUT_MS: String(limits.settlementTimeoutMs),
     SESSION_MIN_CAP_ATOMIC: limits.sessionMinCapAtomic.toString(),
   };
