@@ -45,11 +45,12 @@ export interface OpenAICompatibleUpstream {
   /** Name of the environment variable holding its API key, if it needs one. */
   apiKeyEnv?: string;
   /**
-   * The field the upstream takes a request's output token limit in: `max_tokens` (the default, what
-   * most OpenAI-compatible servers know) or `max_completion_tokens` (OpenAI, whose reasoning models
-   * refuse `max_tokens`). A client's limit is sent in this field whichever of the two it used.
+   * The field the upstream takes a request's output token limit in: `max_tokens` (most
+   * OpenAI-compatible servers) or `max_completion_tokens` (OpenAI, whose reasoning models refuse
+   * `max_tokens`). When set, a client's limit is sent in this field whichever of the two it used;
+   * unset, the client's field is kept and a default limit goes out as `max_tokens`.
    */
-  tokenLimitField: TokenLimitField;
+  tokenLimitField?: TokenLimitField;
 }
 
 export type TokenLimitField = 'max_tokens' | 'max_completion_tokens';
@@ -90,13 +91,13 @@ export function parseCatalog(raw: unknown): Catalog {
     if (!isObject(value) || typeof value.baseUrl !== 'string' || !/^https?:\/\//.test(value.baseUrl))
       fail(`upstreams.${name}.baseUrl`, 'must be an http(s) URL');
     const upstream = value as Record<string, unknown>;
-    const tokenLimitField = upstream.tokenLimitField ?? 'max_tokens';
-    if (!TOKEN_LIMIT_FIELDS.includes(tokenLimitField as TokenLimitField))
+    const tokenLimitField = upstream.tokenLimitField;
+    if (tokenLimitField !== undefined && !TOKEN_LIMIT_FIELDS.includes(tokenLimitField as TokenLimitField))
       fail(`upstreams.${name}.tokenLimitField`, 'must be "max_tokens" or "max_completion_tokens"');
     upstreams[name] = {
       baseUrl: String(upstream.baseUrl).replace(/\/+$/, ''),
       apiKeyEnv: typeof upstream.apiKeyEnv === 'string' ? upstream.apiKeyEnv : undefined,
-      tokenLimitField: tokenLimitField as TokenLimitField,
+      tokenLimitField: tokenLimitField as TokenLimitField | undefined,
     };
   }
   const byId = new Map<string, CatalogModel>();

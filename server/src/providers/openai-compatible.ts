@@ -40,7 +40,7 @@ interface WireChunk {
 
 export function openAICompatibleFamily(
   apiKey: string | undefined,
-  tokenLimitField: TokenLimitField = 'max_tokens',
+  tokenLimitField?: TokenLimitField,
 ): ProviderFamily {
   const auth: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
   return {
@@ -56,18 +56,22 @@ export function openAICompatibleFamily(
 
 /**
  * A request without a token budget gets the catalog's default, as on the other providers: what a
- * payer can owe unsettled is bounded by what its requests in flight can cost. An upstream taking
- * `max_completion_tokens` gets the client's limit in that field, and one taking `max_tokens` in that
- * one, whichever of the two the client used.
+ * payer can owe unsettled is bounded by what its requests in flight can cost. An upstream naming its
+ * `tokenLimitField` gets the limit in that field whichever of the two the client used; otherwise
+ * the client's own field goes out, and a default as `max_tokens`.
  */
 export function upstreamRequestBody(
   request: ChatRequest,
   model: Pick<CatalogModel, 'providerModel' | 'defaultMaxTokens'>,
   stream: boolean,
-  tokenLimitField: TokenLimitField = 'max_tokens',
+  tokenLimitField?: TokenLimitField,
 ): ChatRequest {
   const { stream_options: _options, max_tokens, max_completion_tokens, ...rest } = request;
-  const budget = { [tokenLimitField]: max_completion_tokens ?? max_tokens ?? model.defaultMaxTokens };
+  const limit = max_completion_tokens ?? max_tokens;
+  const field =
+    tokenLimitField ??
+    (limit == null || max_completion_tokens == null ? 'max_tokens' : 'max_completion_tokens');
+  const budget = { [field]: limit ?? model.defaultMaxTokens };
   const messages = request.messages.some((message) => message.role === 'developer')
     ? request.messages.map((message) =>
         message.role === 'developer' ? { ...message, role: 'system' as const } : message,

@@ -279,7 +279,7 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
     expect(catalog.upstreams.acme).toEqual({
       baseUrl: 'http://127.0.0.1:4000/v1',
       apiKeyEnv: 'ACME_API_KEY',
-      tokenLimitField: 'max_tokens',
+      tokenLimitField: undefined,
     });
     expect(catalog.find('acme/small-1')?.providerModel).toBe('small-1');
     expect(catalog.find('acme/missing')).toBeUndefined();

@@ -561,12 +561,20 @@ describe('OpenAI usage', () => {
     });
   });
 
-  test("a request without a token budget gets the catalog's default; a client's budget goes in the upstream's field", () => {
+  test("a request without a token budget gets the catalog's default; a client's budget goes in the upstream's field, or its own", () => {
     const messages = [{ role: 'user' as const, content: 'q' }];
     expect(upstreamRequestBody({ messages }, upstreamModel, false)).toMatchObject({ max_tokens: 512 });
     const own = upstreamRequestBody({ messages, max_completion_tokens: 9 }, upstreamModel, false);
-    expect(own).toMatchObject({ max_tokens: 9 });
-    expect(own).not.toHaveProperty('max_completion_tokens');
+    expect(own).toMatchObject({ max_completion_tokens: 9 });
+    expect(own).not.toHaveProperty('max_tokens');
+    const renamed = upstreamRequestBody(
+      { messages, max_completion_tokens: 9 },
+      upstreamModel,
+      false,
+      'max_tokens',
+    );
+    expect(renamed).toMatchObject({ max_tokens: 9 });
+    expect(renamed).not.toHaveProperty('max_completion_tokens');
     const openai = upstreamRequestBody(
       { messages, max_tokens: 9 },
       upstreamModel,
