@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import { idleDebtors } from '../billing/settlements.js';
+import { idleDebtors, settlementsOf } from '../billing/settlements.js';
 import type { DependencyCheck } from '../http/health-route.js';
 import type { Leadership } from '../store/leadership.js';
 import type { PayerLock } from '../store/payer-lock.js';
@@ -73,8 +73,9 @@ export function createCollector(options: CollectorOptions): Collector {
   // The last idle debtor reached: payers that can never be collected (expired session, refused
   // payment) would otherwise fill every batch and keep the others from ever being reached.
   let resumeAfter: Address | undefined;
-  // The idle debtors met in the current pass over the list: at its end, payers that failed but owe
-  // nothing idle any more (they paid with a request, their debt went) leave the failure list.
+  // The idle debtors met in the current pass over the list: at its end, payers that failed and
+  // were not met owe nothing idle any more (they paid with a request) and leave the failure list;
+  // but for one with a settlement in flight, which idle debtors leave out while it is: it stays.
   let metThisPass = new Set<Address>();
   let collected = 0;
   let lastRunAt: Date | null = null;
@@ -93,6 +94,11 @@ export function createCollector(options: CollectorOptions): Collector {
       { payer, failures: failureCount, err: error },
       'collector could not settle an idle debt',
     );
+  };
+
+  const settlingNow = async (payer: Address) => {
+    const [latest] = await settlementsOf(options.store, payer, { limit: 1 });
+    return latest?.status === 'pending' || latest?.status === 'sent';
   };
 
   const backingOff = (payer: Address, now: Date) => (failures.get(payer)?.nextAttemptAt ?? 0) > now.getTime();
@@ -137,8 +143,10 @@ export function createCollector(options: CollectorOptions): Collector {
       }
       if (page.length < batchSize) {
         resumeAfter = undefined;
-        for (const payer of failures.keys()) if (!metThisPass.has(payer)) failures.delete(payer);
+        const met = metThisPass;
         metThisPass = new Set();
+        for (const payer of [...failures.keys()])
+          if (!met.has(payer) && !(await settlingNow(payer))) failures.delete(payer);
         return;
       }
     }
@@ -154,12 +162,19 @@ export function createCollector(options: CollectorOptions): Collector {
         return run;
       }
       const olderThan = new Date(now.getTime() - options.receiptTimeoutMs);
-      run.reconciled = (
-        await finishUnfinishedSettlements(options, options.withPayerLock, { olderThan })
-      ).length;
+      // Each step runs even when one before it failed: a settlement that cannot be finished (a node
+      // that fails on it) must not keep every idle debt from being collected.
+      const failures: unknown[] = [];
+      const step = (work: () => Promise<unknown>) => work().catch((error: unknown) => failures.push(error));
+      await step(async () => {
+        run.reconciled = (
+          await finishUnfinishedSettlements(options, options.withPayerLock, { olderThan })
+        ).length;
+      });
       // An x402 payer who never comes back would leave its settlement unfinished until a restart.
-      await finishUnfinishedX402Settlements(options, options.withPayerLock, { olderThan });
-      await collectIdleDebts(now, run);
+      await step(() => finishUnfinishedX402Settlements(options, options.withPayerLock, { olderThan }));
+      await step(() => collectIdleDebts(now, run));
+      if (failures.length > 0) throw failures[0];
       lastRunError = null;
     } catch (error) {
       lastRunError = shownReason(error);

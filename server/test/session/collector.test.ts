@@ -2,7 +2,7 @@ import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { afterAll, expect, onTestFinished, test, vi } from 'vitest';
 import { type LocalChain, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsages } from '../../src/billing/ledger.js';
-import { settlementsOf } from '../../src/billing/settlements.js';
+import { markSettlementSent, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
 import { createChainClient } from '../../src/payments/chain-client.js';
 import { type CollectorOptions, createCollector } from '../../src/payments/collector.js';
 import { completedRequest } from '../support/usage-entries.js';
@@ -182,6 +182,40 @@ test('a failing payer that paid its debt with a request leaves the failure list 
   // Its new debt is not idle yet: the pass over the idle debtors no longer meets it.
   await collector.runOnce(new Date());
   expect(collector.state().failing).toEqual([]);
+});
+
+test('a failing payer whose settlement is in flight stays on the failure list, though not an idle debtor then', async () => {
+  const quiet = await quietGateway();
+  const payer = await newPayer(local, 5, { fundUsdc: 10n });
+  const session = await authorize(quiet, payer);
+  anthropic.script({ text: 'unpaid', usage: SMALL });
+  await chat(openaiFor(quiet, session.token));
+  const collector = collectorOf(quiet, { backoffMs: 60_000 });
+  const later = new Date(Date.now() + 1_000);
+  expect((await collector.runOnce(later)).failed).toEqual([payer.address]);
+  expect(await openSettlement(quiet.store, payer.address, 'session')).toMatchObject({ status: 'pending' });
+  await collector.runOnce(later);
+  expect(collector.state().failing.map((entry) => entry.payer)).toEqual([payer.address]);
+});
+
+test('a settlement the node fails on does not keep idle debts from being collected in the same run', async () => {
+  const quiet = await quietGateway();
+  // In flight with a transaction hash the node refuses to look up.
+  const stuck = privateKeyToAddress(generatePrivateKey());
+  await recordUsages(quiet.store, [completedRequest(stuck, 66_000_000n)]);
+  const inFlight = await openSettlement(quiet.store, stuck, 'session');
+  await markSettlementSent(quiet.store, inFlight!.id, '0xabc');
+  const payer = await newPayer(local, 6);
+  const session = await authorize(quiet, payer);
+  anthropic.script({ text: 'last words', usage: SMALL });
+  await chat(openaiFor(quiet, session.token));
+  const collector = collectorOf(quiet, {});
+
+  const run = await collector.runOnce(new Date(Date.now() + 10_000));
+  expect(run.collected).toEqual([payer.address]);
+  expect(collector.state().lastRunError).not.toBeNull();
+  const [settlement] = await settlementsOf(quiet.store, payer.address);
+  expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
 });
 
 test('payers that can never be collected, more than a batch of them, do not keep another from being collected', async () => {

@@ -110,6 +110,27 @@ test('a settlement is confirmed by the transaction that paid it, not by the one 
   expect(await usdcBalance(local, payer.address)).toBe(before - SMALL_COST);
 });
 
+test('a facilitator naming something that is not a transaction hash: 503, and nothing is taken for a transaction', async () => {
+  const { gateway } = stack;
+  const payer = await fundedEoa(stack, 2, 1_000_000n);
+  await chat(stack, payer);
+  facilitator.answerSettle = async () => ({
+    success: true,
+    transaction: '0xabc',
+    network: 'eip155:31337',
+    payer: payer.address,
+  });
+  try {
+    const error = await chat(stack, payer).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 503, error: { code: 'payments_unavailable' } });
+  } finally {
+    facilitator.answerSettle = undefined;
+  }
+  const [settlement] = await settlementsOf(gateway.store, payer.address);
+  expect(settlement).toMatchObject({ status: 'pending', txHash: null });
+  expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+});
+
 test('an unreachable facilitator is 503 with retry-after, not a 402 or a 500', async () => {
   await facilitator.close();
   const payer = privateKeyToAccount(stack.local.accounts.payers[5]!.privateKey);

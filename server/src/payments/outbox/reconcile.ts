@@ -76,10 +76,30 @@ export async function finishUnfinishedSettlements(
   options: { olderThan?: Date } = {},
 ): Promise<Settlement[]> {
   const unfinished = await listUnfinishedSettlements(deps.store, { ...options, rail: 'session' });
-  const finished: Settlement[] = [];
-  for (const settlement of unfinished)
-    finished.push(await withPayerLock(settlement.payer, () => reconcileSettlement(deps, settlement.id)));
-  return finished;
+  return finishEach(unfinished, withPayerLock, (settlement) => reconcileSettlement(deps, settlement.id));
+}
+
+/**
+ * Runs `finish` on each settlement under its payer's lock. One that cannot be finished now (its
+ * node call fails) does not keep the others from being finished: the first error is thrown once
+ * every one was tried.
+ */
+export async function finishEach<T>(
+  settlements: readonly Settlement[],
+  withPayerLock: PayerLock,
+  finish: (settlement: Settlement) => Promise<T>,
+): Promise<T[]> {
+  const results: T[] = [];
+  let failure: { error: unknown } | undefined;
+  for (const settlement of settlements) {
+    try {
+      results.push(await withPayerLock(settlement.payer, () => finish(settlement)));
+    } catch (error) {
+      failure ??= { error };
+    }
+  }
+  if (failure) throw failure.error;
+  return results;
 }
 
 /**

@@ -10,7 +10,16 @@ import {
 } from '@x402/core/types';
 import { toFacilitatorEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
-import { type Abi, type Address, BaseError, concat, encodeFunctionData, type Hash, type Hex } from 'viem';
+import {
+  type Abi,
+  type Address,
+  BaseError,
+  concat,
+  encodeFunctionData,
+  type Hash,
+  type Hex,
+  isHash,
+} from 'viem';
 import { type ChainClient, isTransportFailure } from '../chain-client.js';
 import { BroadcastError, NONCE_ATTEMPTS } from '../relayer.js';
 
@@ -104,7 +113,8 @@ export function remoteFacilitator(url: string, timeoutMs = 90_000): PaymentFacil
           network: error.network,
         };
       }
-      if (result.transaction) await onSubmitted(result.transaction as Hash);
+      // Only a transaction hash can be looked up on chain; anything else names no transaction.
+      if (isHash(result.transaction)) await onSubmitted(result.transaction);
       return result;
     },
   };

@@ -1,5 +1,5 @@
 import type { SettleResponse, VerifyResponse } from '@x402/core/types';
-import { type Address, BaseError } from 'viem';
+import { type Address, BaseError, isHash } from 'viem';
 import { debtOf } from '../../billing/ledger.js';
 import {
   failSettlement,
@@ -17,7 +17,7 @@ import type { AdmissionRequest } from '../../services/chat-contracts.js';
 import type { Store } from '../../store/database.js';
 import type { ChainClient } from '../chain-client.js';
 import type { IdentifiedPayer, PaymentMethod } from '../gate.js';
-import type { OutboxDeps } from '../outbox/reconcile.js';
+import { awaitReceipt, type OutboxDeps } from '../outbox/reconcile.js';
 import { isAuthorizationSeen, recordAuthorization } from './authorizations.js';
 import type { PaymentFacilitator } from './facilitator.js';
 import { carriesProof, facilitatorInput, type PaymentProof, proofMismatch, readProof } from './proof.js';
@@ -159,12 +159,15 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     }
     // Success or not, the chain decides: a facilitator's word (a remote one may be wrong, or lie)
     // confirms nothing without the transfer to the treasury (see reconcileX402Settlement).
+    const transaction = isHash(result.transaction) ? result.transaction : undefined;
     const failure = result.success
-      ? `the facilitator reported transaction ${result.transaction || '(none)'} as settled, but it did not pay the treasury`
+      ? `the facilitator reported transaction ${transaction ?? '(none)'} as settled, but it did not pay the treasury`
       : `the payment could not be settled: ${failureReason(result)}`;
     const refused = result.success ? undefined : result;
+    // A remote facilitator may answer before the gateway's node has its receipt.
+    if (result.success && transaction) await awaitReceipt(outbox, transaction).catch(() => undefined);
     const current = (await findSettlement(store, settlement.id)) as Settlement;
-    if (refused && current.status === 'pending' && !result.transaction) {
+    if (refused && current.status === 'pending' && !transaction) {
       // Refused and no transaction was ever signed for it: nothing can land.
       await failSettlement(store, settlement.id, failure);
       throw refuse(failure, owed, refused);

@@ -19,7 +19,13 @@ import {
 import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import type { ChainClient } from '../chain-client.js';
-import { awaitIfKnown, awaitReceipt, type OutboxDeps, signedTransactionOf } from '../outbox/reconcile.js';
+import {
+  awaitIfKnown,
+  awaitReceipt,
+  finishEach,
+  type OutboxDeps,
+  signedTransactionOf,
+} from '../outbox/reconcile.js';
 import { BroadcastError } from '../relayer.js';
 import { paysTreasury } from '../treasury-transfer.js';
 import {
@@ -192,15 +198,11 @@ export async function finishUnfinishedX402Settlements(
   options: { olderThan?: Date } = {},
 ): Promise<Settlement[]> {
   const unfinished = await listUnfinishedSettlements(deps.store, { ...options, rail: 'x402' });
-  const pending: Settlement[] = [];
-  for (const settlement of unfinished) {
-    const outcome = await withPayerLock(settlement.payer, async () => {
-      const current = await findSettlement(deps.store, settlement.id);
-      return current ? reconcileX402Settlement(deps, current) : 'failed';
-    });
-    if (outcome === 'pending') pending.push(settlement);
-  }
-  return pending;
+  const outcomes = await finishEach(unfinished, withPayerLock, async (settlement) => {
+    const current = await findSettlement(deps.store, settlement.id);
+    return current ? reconcileX402Settlement(deps, current) : 'failed';
+  });
+  return unfinished.filter((_, i) => outcomes[i] === 'pending');
 }
 
 /** Confirms the settlement with the transaction that paid it. */
