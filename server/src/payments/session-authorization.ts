@@ -11,6 +11,8 @@ import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
 import {
   delegationDomain,
   deploysDeleGator,
+  MAX_DEPLOYMENT_GAS,
+  type PendingDeployment,
   type RedeemableSignature,
   redeemableSignature,
   verifyDelegationSignature,
@@ -84,6 +86,7 @@ export function createSessionAuthorizer(
           'is not a deployed smart account: deploy it, or sign with ERC-6492 (as an undeployed MetaMask smart account does) so the gateway deploys it before the first settlement',
         );
       if (!valid) throw notTheSignature();
+      if (deployment && !code) await checkDeploymentGas(chain, deployment);
       if (disabled) throw validationError('delegation', 'is disabled in the DelegationManager');
       if (await findSessionByDelegationHash(store, delegationHash))
         throw validationError('delegation.salt', `the delegation ${REPLAYED}`);
@@ -125,6 +128,25 @@ function redeemableOrRefused(signature: Hex): RedeemableSignature {
   } catch {
     throw notTheSignature();
   }
+}
+
+/** 400 when deploying the account would cost the gateway more than MAX_DEPLOYMENT_GAS. */
+async function checkDeploymentGas(chain: ChainClient, deployment: PendingDeployment): Promise<void> {
+  const gas = await onChain(() =>
+    chain.publicClient
+      .estimateGas({ account: chain.relayer.address, to: deployment.factory, data: deployment.factoryData })
+      .catch((error: unknown) => {
+        if (isTransportFailure(error)) throw error;
+        return undefined;
+      }),
+  );
+  if (gas === undefined)
+    throw validationError('x-authorization-signature', 'deploys an account that cannot be deployed');
+  if (gas > MAX_DEPLOYMENT_GAS)
+    throw validationError(
+      'x-authorization-signature',
+      `deploys an account needing ${gas} gas to deploy; the gateway deploys smart accounts of at most ${MAX_DEPLOYMENT_GAS}`,
+    );
 }
 
 async function onChain<T>(read: () => Promise<T>): Promise<T> {

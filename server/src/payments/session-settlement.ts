@@ -10,7 +10,12 @@ import type { SettlementOutcome } from '../observability/index.js';
 import type { Store } from '../store/database.js';
 import { type ChainClient, chainErrorReason } from './chain-client.js';
 import { redeemDelegationCalldata } from './delegation-framework.js';
-import { type PendingDeployment, redeemableSignature } from './delegation-signature.js';
+import {
+  deploysDeleGator,
+  MAX_DEPLOYMENT_GAS,
+  type PendingDeployment,
+  redeemableSignature,
+} from './delegation-signature.js';
 import {
   awaitReceipt,
   nodeHolds,
@@ -190,12 +195,6 @@ async function simulate(deps: OutboxDeps, to: Address, data: Hex, owed: bigint):
 }
 
 /**
- * The most gas the gateway spends deploying a payer's account: a MetaMask smart account with an EOA
- * owner takes about 190,000; this leaves room for a few passkeys (P256 keys) or signers.
- */
-const MAX_DEPLOYMENT_GAS = 1_000_000n;
-
-/**
  * An account authorized with an ERC-6492 signature is deployed by the gateway, through the
  * framework's factory, before its first settlement: the DelegationManager only verifies deployed accounts.
  */
@@ -219,9 +218,8 @@ async function ensureDeployed(
       throw new SettlementRefusedError('account_not_deployed', undefined, owed);
     throw unavailable(error);
   }
-  // The payer chose the account's initialization (its keys, its signers): the gateway pays for a
-  // usual one, not for whatever amount of storage a payer can make it write.
-  if (gas > MAX_DEPLOYMENT_GAS)
+  // Checked at authorization too; a session authorized before those checks existed meets them here.
+  if (gas > MAX_DEPLOYMENT_GAS || !deploysDeleGator(deployment, chain.environment))
     throw new SettlementRefusedError('account_not_deployed', `its deployment needs ${gas} gas`, owed);
   // No settlement records it (deploying twice is impossible, and a lost deployment is simply
   // redone): sent once while unmined, remembered in the store across restarts and instances, so a

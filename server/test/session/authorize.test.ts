@@ -434,6 +434,15 @@ describe('POST /v1/authorize', () => {
     expect((await post({ chainId: local.chainId, delegation }, genuine)).status).toBe(201);
   });
 
+  test('400 for an account whose deployment would cost more than 1,000,000 gas (20 passkeys); one passkey is fine', async () => {
+    const costly = await newPayer(local, 5, { salt: 12, deploy: false, passkeys: 20 });
+    const error = await authorize(gateway, costly).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ status: 400, field: 'x-authorization-signature' });
+    expect((error as Error).message).toMatch(/needing \d+ gas to deploy/);
+    const usual = await newPayer(local, 5, { salt: 13, deploy: false, passkeys: 1 });
+    expect((await authorize(gateway, usual)).wallet).toBe(usual.address);
+  });
+
   test('the client helper reports refusals as GatewayError with the field', async () => {
     const error = await authorize(gateway, payer, { cap: 5n }).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(GatewayError);

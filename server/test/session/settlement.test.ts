@@ -1,5 +1,16 @@
+import { SimpleFactory } from '@metamask/delegation-abis';
 import { contracts } from '@metamask/smart-accounts-kit';
-import { type Address, getAddress, type Hash, parseEventLogs } from 'viem';
+import {
+  type Address,
+  encodeFunctionData,
+  getAddress,
+  type Hash,
+  type Hex,
+  pad,
+  parseErc6492Signature,
+  parseEventLogs,
+  serializeErc6492Signature,
+} from 'viem';
 import { afterAll, describe, expect, test } from 'vitest';
 import { type LocalChain, type PayerAccount, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
 import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/InertDelegator.js';
@@ -380,18 +391,46 @@ describe('an account authorized before it was deployed (ERC-6492)', () => {
     expect(await balance(treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
   });
 
-  test("one whose deployment costs far more gas than a usual account's (20 passkeys) is refused, not deployed", async () => {
-    const payer = await newPayer(local, 0, { salt: 8, deploy: false, passkeys: 20 });
-    const session = await authorize(gateway, payer);
-    anthropic.script({ text: 'on credit', usage: SMALL });
-    expect((await rawChat(session.token)).status).toBe(200);
-    const calls = anthropic.log.length;
-    const refused = await rawChat(session.token);
-    expect(refused.status).toBe(402);
-    expect(refused.body.error.details).toMatchObject({ reason: 'account_not_deployed' });
-    expect(refused.body.error.message).toMatch(/its deployment needs \d+ gas/);
-    expect(anthropic.log.length).toBe(calls);
-    expect(await local.publicClient.getCode({ address: payer.address })).toBeUndefined();
+  test('one authorized before the deployment checks, deploying more than the gas cap or not a DeleGator, is refused at settlement', async () => {
+    const costly = await newPayer(local, 0, { salt: 11, deploy: false, passkeys: 20 });
+    const costlyDeployment = await costly.account.getFactoryArgs();
+    const forged = encodeFunctionData({
+      abi: SimpleFactory,
+      functionName: 'deploy',
+      args: ['0x600a600c600039600a6000f3602a60005260206000f3', pad('0x01', { size: 32 })],
+    });
+    for (const [salt, data] of [
+      [8, costlyDeployment.factoryData],
+      [10, forged],
+    ] as const) {
+      const payer = await newPayer(local, 0, { salt, deploy: false });
+      const session = await authorize(gateway, payer);
+      // As a gateway without the checks stored it: the signature deploys something else.
+      const stored = await gateway.store.db
+        .selectFrom('sessions')
+        .select('signature')
+        .where('id', '=', session.sessionId)
+        .executeTakeFirstOrThrow();
+      const { signature } = parseErc6492Signature(stored.signature as Hex);
+      const replaced = serializeErc6492Signature({
+        address: local.environment.SimpleFactory,
+        data: data as Hex,
+        signature,
+      });
+      await gateway.store.db
+        .updateTable('sessions')
+        .set({ signature: replaced })
+        .where('id', '=', session.sessionId)
+        .execute();
+      anthropic.script({ text: 'on credit', usage: SMALL });
+      expect((await rawChat(session.token)).status).toBe(200);
+      const calls = anthropic.log.length;
+      const refused = await rawChat(session.token);
+      expect(refused.status).toBe(402);
+      expect(refused.body.error.details).toMatchObject({ reason: 'account_not_deployed' });
+      expect(anthropic.log.length).toBe(calls);
+      expect(await local.publicClient.getCode({ address: payer.address })).toBeUndefined();
+    }
   });
 });
 
