@@ -33,9 +33,12 @@ redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1`;
 
-/** KEYS[1] the payer's slots; ARGV slot id, ttl. A slot that expired meanwhile stays gone (XX). */
+/**
+ * KEYS[1] the payer's slots; ARGV slot id, ttl. A slot that expired meanwhile (Redis was out longer
+ * than the TTL, or restarted empty) is added back: its request is still in flight and must count.
+ */
 const REFRESH = `${NOW_MS}
-redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`;
 
@@ -64,8 +67,13 @@ export function redisInFlightLimiter(redis: Redis, options: RedisInFlightOptions
     const late = delay(timeoutMs, 'late' as const, { ref: false });
     const result = await Promise.race([answer, late]);
     if (result === 'late') {
-      // If it lands after all, the slot is never refreshed and expires.
-      answer.catch(() => undefined);
+      // If it lands after all, the slot it took is given back: this request is counted locally.
+      answer
+        .then(
+          (taken) => (taken === 1 ? redis.zrem(key, slot) : undefined),
+          () => undefined,
+        )
+        .catch(() => undefined);
       throw new Error(`Redis did not answer within ${timeoutMs} ms`);
     }
     return result === 1;

@@ -138,6 +138,9 @@ function preparingOnce(
 }
 
 const INT8_OID = 20;
+const CONNECT_TIMEOUT_MS = 5_000;
+const SERVER_KEEPALIVES =
+  'set tcp_keepalives_idle = 30; set tcp_keepalives_interval = 10; set tcp_keepalives_count = 3; set tcp_user_timeout = 60000';
 const NAMED_LOCK_CONNECTIONS = 4;
 
 /** int8 as bigint, per pool (not pg's global parsers); numeric (sums) stays a string. */
@@ -152,19 +155,33 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
   // Loaded here: a gateway on SQLite does without pg's few megabytes of heap.
   const pg = createRequire(import.meta.url)('pg') as typeof import('pg').default;
   const pgTypes = typesOf(pg);
-  const pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10, types: pgTypes });
-  const lockPool = new pg.Pool({ connectionString, max: options.lockPoolSize ?? 16 });
+  // A database that cannot be reached fails a connection attempt in seconds (a 503), not after
+  // minutes of TCP retries; idle connections are probed so a vanished server is noticed.
+  const connection = {
+    connectionString,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+  };
+  const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10, types: pgTypes });
+  const lockPool = new pg.Pool({ ...connection, max: options.lockPoolSize ?? 16 });
   // Named locks are taken inside payer locks (the relayer's, while a payer is settled) and
   // leadership holds a connection for good: on payer-lock connections they could wait forever
   // for one that a payer lock holds. One connection per name in use (sends, leadership) suffices.
-  const namedLockPool = new pg.Pool({ connectionString, max: NAMED_LOCK_CONNECTIONS });
+  const namedLockPool = new pg.Pool({ ...connection, max: NAMED_LOCK_CONNECTIONS });
   // A connection that fails emits 'error': on the pool while idle, on its client while a query or
   // a lock holds it (the pool's listener is detached then). Without a listener the process would end
   // on a database restart; the query in progress fails instead, and pg drops the connection.
   const ignoreConnectionError = () => {};
   for (const connections of [pool, lockPool, namedLockPool]) {
     connections.on('error', ignoreConnectionError);
-    connections.on('connect', (client) => client.on('error', ignoreConnectionError));
+    connections.on('connect', (client) => {
+      client.on('error', ignoreConnectionError);
+      // The server drops the session of a gateway whose host vanished (power loss, a partition)
+      // within about a minute instead of the OS's two hours, so the advisory locks it held (a
+      // payer's, the collector's leadership) come free. A server refusing a setting keeps its own.
+      client.query(SERVER_KEEPALIVES).catch(ignoreConnectionError);
+    });
   }
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const lockTimeoutMs = options.lockTimeoutMs ?? 60_000;
@@ -196,7 +213,11 @@ const UNAVAILABLE_CODES = new Set([
   'ETIMEDOUT',
   'EPIPE',
   'EHOSTUNREACH',
+  'ENETUNREACH',
   'ENOTFOUND',
+  // DNS that cannot answer now (a database container restarting), a connection given up locally.
+  'EAI_AGAIN',
+  'ECONNABORTED',
   '57P01',
   '57P02',
   '57P03',

@@ -288,3 +288,21 @@ describe.each(testDialects)('migrations on %s', (dialect) => {
     }
   });
 });
+
+describe.runIf(testDialects.includes('postgres'))('PostgreSQL connections', () => {
+  test('ask the server to drop a vanished gateway within about a minute (its advisory locks come free)', async () => {
+    const database = await createTestDatabase('postgres');
+    try {
+      const store = await database.open();
+      const shown = await sql<{
+        idle: string;
+        timeout: string;
+      }>`select current_setting('tcp_keepalives_idle') as idle, current_setting('tcp_user_timeout') as timeout`.execute(
+        store.db,
+      );
+      expect(shown.rows[0]).toEqual({ idle: '30', timeout: '60000' });
+    } finally {
+      await database.drop();
+    }
+  });
+});

@@ -80,6 +80,34 @@ describe.skipIf(!redisUrl)('in-flight slots in Redis (REDIS_URL)', () => {
     for (const release of held) release();
   });
 
+  test('a slot Redis lost (restarted empty) while its request is in flight is counted again at the next refresh', async () => {
+    const slotTtlMs = 600;
+    const holder = redisInFlightLimiter(await connect(), { limit: 1, slotTtlMs });
+    const other = redisInFlightLimiter(await connect(), { limit: 1, slotTtlMs });
+    const payer = newPayer();
+    const held: Array<() => void> = [];
+    expect(await attempt(() => holder.acquire(payer), held)).toBe('slot');
+    await (await connect()).del(`paygate-inflight:${payer}`);
+    await sleep(slotTtlMs / 2);
+    expect(await attempt(() => other.acquire(payer), held)).toBe('429 too_many_in_flight');
+    for (const release of held) release();
+  });
+
+  test('a slot Redis took after the instance stopped waiting is given back (counted locally meanwhile)', async () => {
+    const admin = await connect();
+    const late = redisInFlightLimiter(await connect(), { limit: 1, timeoutMs: 50 });
+    const other = redisInFlightLimiter(await connect(), { limit: 1 });
+    const payer = newPayer();
+    const held: Array<() => void> = [];
+    // Redis holds every write for 200 ms: the acquisition lands after the instance stopped waiting.
+    await admin.call('client', 'pause', '200', 'WRITE');
+    expect(await attempt(() => late.acquire(payer), held)).toBe('slot');
+    await sleep(400);
+    expect(await admin.zcard(`paygate-inflight:${payer}`)).toBe(0);
+    expect(await attempt(() => other.acquire(payer), held)).toBe('slot');
+    for (const release of held) release();
+  });
+
   test('Redis unreachable: each instance counts alone, and says why', async () => {
     const errors: unknown[] = [];
     // Nothing listens on port 9 (discard) on this host.
