@@ -40,9 +40,24 @@ export interface Mismatch {
   message: string;
 }
 
+/**
+ * A transfer from a known payer to the treasury that is not a mismatch: one whose settlement is
+ * still in flight (`in_flight`: the gateway is finishing it), or one that no settlement flow of the
+ * gateway made (`outside`: the payer paid the treasury directly, e.g. a tip; no recorded transaction,
+ * no x402 authorization the gateway saw). Listed for the operator; the ledger stays consistent.
+ */
+export interface NotedTransfer {
+  kind: 'in_flight' | 'outside';
+  payer: Address;
+  txHash: Hash;
+  settlementId?: string;
+  message: string;
+}
+
 export interface LedgerReconciliation {
   consistent: boolean;
   mismatches: Mismatch[];
+  noted: NotedTransfer[];
   /** What was looked at. */
   checked: {
     payers: number;
@@ -71,6 +86,9 @@ export interface ReconcileOptions {
 }
 
 const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
+const authorizationUsed = parseAbiItem(
+  'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
+);
 
 interface SettlementRow {
   id: string;
@@ -80,6 +98,8 @@ interface SettlementRow {
   recordsTotal: bigint;
   recordCount: bigint;
   txHash: Hash | null;
+  /** Transactions sent for it before `txHash` replaced them (same nonce). */
+  replacedTxHashes: Hash[];
   blockNumber: bigint | null;
 }
 
@@ -100,10 +120,11 @@ export async function reconcileLedger(
   const mismatches: Mismatch[] = [];
   const report = (mismatch: Mismatch) => mismatches.push(mismatch);
 
-  const [settlements, claims, credits] = await Promise.all([
+  const [settlements, claims, credits, x402Nonces] = await Promise.all([
     readSettlements(store),
     readClaims(store),
     readCredits(store),
+    readX402Nonces(store),
   ]);
   const payers = new Set([...credits.keys(), ...settlements.map((s) => s.payer)]);
 
@@ -114,9 +135,12 @@ export async function reconcileLedger(
   const onChain = await transfersToTreasury(chain, usdc, treasury, payers, fromBlock, toBlock, options);
   const byTransfer = new Map<string, SettlementRow[]>();
   for (const settlement of settlements) {
-    if (!settlement.txHash) continue;
-    const key = transferKey(settlement.txHash, settlement.payer);
-    byTransfer.set(key, [...(byTransfer.get(key) ?? []), settlement]);
+    // Every transaction sent for it: at most one was mined, the others were replaced by it.
+    for (const txHash of [settlement.txHash, ...settlement.replacedTxHashes]) {
+      if (!txHash) continue;
+      const key = transferKey(txHash, settlement.payer);
+      byTransfer.set(key, [...(byTransfer.get(key) ?? []), settlement]);
+    }
   }
 
   let confirmedTransfers = 0;
@@ -160,25 +184,50 @@ export async function reconcileLedger(
       });
   }
 
+  const noted: NotedTransfer[] = [];
   for (const [key, value] of onChain) {
     const recorded = byTransfer.get(key) ?? [];
     if (recorded.some((settlement) => settlement.status === 'confirmed')) continue;
     const [txHash, payer] = key.split(':') as [Hash, Address];
-    const unfinished = recorded[0];
-    report({
-      kind: 'transfer_unrecorded',
-      payer,
-      txHash,
-      settlementId: unfinished?.id,
-      message: unfinished
-        ? `transaction ${txHash} moved ${formatUsdcAtomic(value)} USDC from ${payer} to the treasury, but its settlement ${unfinished.id} is ${unfinished.status}`
-        : `transaction ${txHash} moved ${formatUsdcAtomic(value)} USDC from ${payer} to the treasury, and no settlement records it`,
-    });
+    const moved = `transaction ${txHash} moved ${formatUsdcAtomic(value)} USDC from ${payer} to the treasury`;
+    const settlement = recorded.at(-1);
+    if (settlement?.status === 'pending' || settlement?.status === 'sent') {
+      noted.push({
+        kind: 'in_flight',
+        payer,
+        txHash,
+        settlementId: settlement.id,
+        message: `${moved}; its settlement ${settlement.id} is ${settlement.status} (being finished)`,
+      });
+    } else if (settlement) {
+      report({
+        kind: 'transfer_unrecorded',
+        payer,
+        txHash,
+        settlementId: settlement.id,
+        message: `${moved}, but its settlement ${settlement.id} is ${settlement.status}`,
+      });
+    } else if (await spendsKnownAuthorization(chain, usdc, txHash, payer, x402Nonces)) {
+      report({
+        kind: 'transfer_unrecorded',
+        payer,
+        txHash,
+        message: `${moved} with an x402 authorization the gateway took, and no settlement records it`,
+      });
+    } else {
+      noted.push({
+        kind: 'outside',
+        payer,
+        txHash,
+        message: `${moved} outside the gateway's settlements (no settlement sent it, no x402 authorization the gateway took)`,
+      });
+    }
   }
 
   return {
     consistent: mismatches.length === 0,
     mismatches,
+    noted,
     checked: {
       payers: payers.size,
       settlements: settlements.length,
@@ -194,11 +243,14 @@ export async function reconcileLedger(
 export function formatReconciliation(result: LedgerReconciliation): string {
   const { checked } = result;
   const scope = `${checked.payers} payers, ${checked.settlements} settlements (${checked.confirmedTransfers} confirmed transfers checked), ${checked.chainTransfers} transfers to the treasury in blocks ${checked.fromBlock}-${checked.toBlock}`;
-  if (result.consistent) return `The ledger matches the chain: ${scope}.`;
+  const notes = result.noted.map((transfer) => `- (${transfer.kind}) ${transfer.message}`);
+  const noted = notes.length > 0 ? ['Noted, not mismatches:', ...notes] : [];
+  if (result.consistent) return [`The ledger matches the chain: ${scope}.`, ...noted].join('\n');
   const lines = result.mismatches.map((mismatch) => `- [${mismatch.kind}] ${mismatch.message}`);
   return [
     `The ledger does not match the chain (${result.mismatches.length} mismatches): ${scope}.`,
     ...lines,
+    ...noted,
   ].join('\n');
 }
 
@@ -217,6 +269,7 @@ async function readSettlements(store: Store): Promise<SettlementRow[]> {
       'records_total_pico',
       'record_count',
       'tx_hash',
+      'replaced_tx_hashes',
       'block_number',
     ])
     .orderBy('created_at')
@@ -230,8 +283,32 @@ async function readSettlements(store: Store): Promise<SettlementRow[]> {
     recordsTotal: row.records_total_pico,
     recordCount: row.record_count,
     txHash: row.tx_hash,
+    replacedTxHashes: row.replaced_tx_hashes ? (row.replaced_tx_hashes.split(',') as Hash[]) : [],
     blockNumber: row.block_number,
   }));
+}
+
+/** The x402 authorizations the gateway took, as `payer:nonce`. */
+async function readX402Nonces(store: Store): Promise<Set<string>> {
+  const rows = await store.db.selectFrom('x402_authorizations').select(['payer', 'nonce']).execute();
+  return new Set(rows.map((row) => `${getAddress(row.payer)}:${row.nonce.toLowerCase()}`));
+}
+
+/** Whether the transaction used an x402 authorization of the payer that the gateway took. */
+async function spendsKnownAuthorization(
+  chain: ReconcileChain,
+  usdc: Address,
+  txHash: Hash,
+  payer: Address,
+  x402Nonces: Set<string>,
+): Promise<boolean> {
+  const receipt = await chain.publicClient.getTransactionReceipt({ hash: txHash });
+  return parseEventLogs({ abi: [authorizationUsed], logs: receipt.logs }).some(
+    (log) =>
+      getAddress(log.address) === usdc &&
+      getAddress(log.args.authorizer) === payer &&
+      x402Nonces.has(`${payer}:${log.args.nonce.toLowerCase()}`),
+  );
 }
 
 /** Per claiming settlement: how many records it holds and their total cost. */
@@ -354,7 +431,8 @@ async function transfersToTreasury(
     });
     for (const log of logs) {
       const from = getAddress(log.args.from as Address);
-      if (!payers.has(from) || log.removed) continue;
+      // A transfer of 0 moves nothing, and anyone can make one from any address (transferFrom).
+      if (!payers.has(from) || log.removed || !log.args.value) continue;
       const key = transferKey(log.transactionHash, from);
       transfers.set(key, (transfers.get(key) ?? 0n) + (log.args.value ?? 0n));
     }
