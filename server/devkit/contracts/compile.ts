@@ -34,6 +34,7 @@ export const contractSources = {
   TestUSDC: 'TestUSDC.sol',
   Multicall3: 'Multicall3.sol',
   InertDelegator: 'InertDelegator.sol',
+  GasHungryDelegator: 'GasHungryDelegator.sol',
 } as const;
 export type ContractName = keyof typeof contractSources;
 

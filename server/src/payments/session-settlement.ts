@@ -184,14 +184,28 @@ export async function recordSettlementTransaction(store: Store, settlementId: st
   await markSettlementSent(store, settlementId, tx.hash);
 }
 
+/**
+ * The most gas the gateway spends on one settlement: a MetaMask smart account's redemption takes
+ * 190,000-320,000. The payer's account runs inside it (its signature check, its execution), so one
+ * that burns more is refused, not paid for at every settlement.
+ */
+const MAX_SETTLEMENT_GAS = 1_000_000n;
+
 /** Simulates the call from the relayer; resolves with the gas to send it with. */
 async function simulate(deps: OutboxDeps, to: Address, data: Hex, owed: bigint): Promise<bigint> {
+  let gas: bigint;
   try {
-    const gas = await deps.chain.publicClient.estimateGas({ account: deps.chain.relayer.address, to, data });
-    return (gas * GAS_MARGIN_PERCENT) / 100n;
+    gas = await deps.chain.publicClient.estimateGas({ account: deps.chain.relayer.address, to, data });
   } catch (error) {
     throw refusalFromRevert(error, owed) ?? unavailable(error);
   }
+  if (gas > MAX_SETTLEMENT_GAS)
+    throw new SettlementRefusedError(
+      'invalid_delegation',
+      `its redemption needs ${gas} gas; the gateway spends at most ${MAX_SETTLEMENT_GAS} on a settlement`,
+      owed,
+    );
+  return (gas * GAS_MARGIN_PERCENT) / 100n;
 }
 
 /**

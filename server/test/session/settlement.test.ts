@@ -13,6 +13,7 @@ import {
 } from 'viem';
 import { afterAll, describe, expect, test } from 'vitest';
 import { type LocalChain, type PayerAccount, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
+import { artifact as gasHungryDelegator } from '../../devkit/contracts/artifacts/GasHungryDelegator.js';
 import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/InertDelegator.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
@@ -373,6 +374,37 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
     const receipt = await local.publicClient.getTransactionReceipt({ hash: failed.txHash as Hash });
     expect(receipt.status).toBe('success');
     expect(failed.failureReason).toMatch(/moved no USDC/);
+  });
+
+  test('a delegator whose signature check burns more gas than a settlement may cost is refused before anything is sent', async () => {
+    const deployed = await local.deployer.deployContract({
+      abi: gasHungryDelegator.abi,
+      bytecode: gasHungryDelegator.bytecode,
+      args: [30_000n],
+    });
+    const delegator = (await local.publicClient.waitForTransactionReceipt({ hash: deployed }))
+      .contractAddress as Address;
+    const terms = await fetchTerms(gateway.url);
+    const session = await authorizeSession({
+      gatewayUrl: gateway.url,
+      delegation: buildSessionDelegation({
+        terms,
+        delegator,
+        cap: 1_000_000n,
+        expiresAt: new Date(Date.now() + 3_600_000),
+      }),
+      signature: `0x${'00'.repeat(65)}`,
+    });
+    const relayer = local.accounts.gateway.address;
+    const sent = await local.publicClient.getTransactionCount({ address: relayer });
+    const refused = await refusedAfterDebt(session, { address: delegator } as PayerAccount);
+    expect(refused.body.error).toMatchObject({
+      code: 'payment_required',
+      details: { reason: 'invalid_delegation', owedAtomic: '66' },
+    });
+    expect(refused.body.error.message).toMatch(/its redemption needs \d+ gas/);
+    expect(await local.publicClient.getTransactionCount({ address: relayer })).toBe(sent);
+    expect(await lastSettlement(delegator)).toMatchObject({ status: 'failed', txHash: null });
   });
 });
 
