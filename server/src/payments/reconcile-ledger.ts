@@ -1,3 +1,4 @@
+import { type Kysely, sql } from 'kysely';
 import {
   type Address,
   type Chain,
@@ -12,7 +13,7 @@ import {
 import { formatUsd, formatUsdcAtomic, PICO_PER_ATOMIC } from '../billing/money.js';
 import type { Store } from '../store/database.js';
 import { exactSum, readSum } from '../store/exact-sum.js';
-import type { SettlementStatusColumn } from '../store/schema.js';
+import type { Database, SettlementStatusColumn } from '../store/schema.js';
 
 /** What the ledger and the chain disagree on. */
 export type MismatchKind =
@@ -120,12 +121,11 @@ export async function reconcileLedger(
   const mismatches: Mismatch[] = [];
   const report = (mismatch: Mismatch) => mismatches.push(mismatch);
 
-  const [settlements, claims, credits, x402Nonces] = await Promise.all([
-    readSettlements(store),
-    readClaims(store),
-    readCredits(store),
-    readX402Nonces(store),
-  ]);
+  // One snapshot: a settlement the gateway finishes between two reads would otherwise show as a
+  // payer out of balance, or records claimed by a settlement that does not exist.
+  const [settlements, claims, credits, x402Nonces] = await inOneSnapshot(store, (db) =>
+    Promise.all([readSettlements(db), readClaims(db), readCredits(db), readX402Nonces(db)]),
+  );
   const payers = new Set([...credits.keys(), ...settlements.map((s) => s.payer)]);
 
   checkClaims(settlements, claims, report);
@@ -254,12 +254,31 @@ export function formatReconciliation(result: LedgerReconciliation): string {
   ].join('\n');
 }
 
+type Reader = Kysely<Database>;
+
+/**
+ * Runs the reads in one read-only transaction on one connection: one snapshot of the ledger
+ * (PostgreSQL's repeatable read; SQLite's deferred transaction, which takes no write lock).
+ */
+async function inOneSnapshot<T>(store: Store, read: (db: Reader) => Promise<T>): Promise<T> {
+  return store.db.connection().execute(async (db) => {
+    await sql
+      .raw(store.dialect === 'postgres' ? 'begin isolation level repeatable read read only' : 'begin')
+      .execute(db);
+    try {
+      return await read(db);
+    } finally {
+      await sql.raw('commit').execute(db);
+    }
+  });
+}
+
 function transferKey(txHash: Hash, payer: Address): string {
   return `${txHash.toLowerCase()}:${getAddress(payer)}`;
 }
 
-async function readSettlements(store: Store): Promise<SettlementRow[]> {
-  const rows = await store.db
+async function readSettlements(db: Reader): Promise<SettlementRow[]> {
+  const rows = await db
     .selectFrom('settlements')
     .select([
       'id',
@@ -289,8 +308,8 @@ async function readSettlements(store: Store): Promise<SettlementRow[]> {
 }
 
 /** The x402 authorizations the gateway took, as `payer:nonce`. */
-async function readX402Nonces(store: Store): Promise<Set<string>> {
-  const rows = await store.db.selectFrom('x402_authorizations').select(['payer', 'nonce']).execute();
+async function readX402Nonces(db: Reader): Promise<Set<string>> {
+  const rows = await db.selectFrom('x402_authorizations').select(['payer', 'nonce']).execute();
   return new Set(rows.map((row) => `${getAddress(row.payer)}:${row.nonce.toLowerCase()}`));
 }
 
@@ -313,9 +332,9 @@ async function spendsKnownAuthorization(
 
 /** Per claiming settlement: how many records it holds and their total cost. */
 async function readClaims(
-  store: Store,
+  db: Reader,
 ): Promise<Map<string, { count: bigint; total: bigint; payers: Set<Address> }>> {
-  const rows = await store.db
+  const rows = await db
     .selectFrom('usage_records')
     .select((eb) => [
       'settlement_id',
@@ -338,8 +357,8 @@ async function readClaims(
   return claims;
 }
 
-async function readCredits(store: Store): Promise<Map<Address, bigint>> {
-  const rows = await store.db.selectFrom('payers').select(['wallet', 'credit_pico']).execute();
+async function readCredits(db: Reader): Promise<Map<Address, bigint>> {
+  const rows = await db.selectFrom('payers').select(['wallet', 'credit_pico']).execute();
   return new Map(rows.map((row) => [getAddress(row.wallet), row.credit_pico]));
 }
 
