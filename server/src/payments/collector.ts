@@ -164,8 +164,8 @@ export function createCollector(options: CollectorOptions): Collector {
       const olderThan = new Date(now.getTime() - options.receiptTimeoutMs);
       // Each step runs even when one before it failed: a settlement that cannot be finished (a node
       // that fails on it) must not keep every idle debt from being collected.
-      const failures: unknown[] = [];
-      const step = (work: () => Promise<unknown>) => work().catch((error: unknown) => failures.push(error));
+      const stepErrors: unknown[] = [];
+      const step = (work: () => Promise<unknown>) => work().catch((error: unknown) => stepErrors.push(error));
       await step(async () => {
         run.reconciled = (
           await finishUnfinishedSettlements(options, options.withPayerLock, { olderThan })
@@ -174,7 +174,7 @@ export function createCollector(options: CollectorOptions): Collector {
       // An x402 payer who never comes back would leave its settlement unfinished until a restart.
       await step(() => finishUnfinishedX402Settlements(options, options.withPayerLock, { olderThan }));
       await step(() => collectIdleDebts(now, run));
-      if (failures.length > 0) throw failures[0];
+      if (stepErrors.length > 0) throw stepErrors[0];
       lastRunError = null;
     } catch (error) {
       lastRunError = shownReason(error);

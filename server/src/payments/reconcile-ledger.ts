@@ -190,22 +190,24 @@ export async function reconcileLedger(
     if (recorded.some((settlement) => settlement.status === 'confirmed')) continue;
     const [txHash, payer] = key.split(':') as [Hash, Address];
     const moved = `transaction ${txHash} moved ${formatUsdcAtomic(value)} USDC from ${payer} to the treasury`;
-    const settlement = recorded.at(-1);
-    if (settlement?.status === 'pending' || settlement?.status === 'sent') {
-      noted.push({
-        kind: 'in_flight',
-        payer,
-        txHash,
-        settlementId: settlement.id,
-        message: `${moved}; its settlement ${settlement.id} is ${settlement.status} (being finished)`,
-      });
-    } else if (settlement) {
+    // Failed while its transaction paid: the records were owed again, and may be paid twice.
+    const failed = recorded.find((settlement) => settlement.status === 'failed');
+    const unfinished = recorded.find((settlement) => settlement.status !== 'failed');
+    if (failed) {
       report({
         kind: 'transfer_unrecorded',
         payer,
         txHash,
-        settlementId: settlement.id,
-        message: `${moved}, but its settlement ${settlement.id} is ${settlement.status}`,
+        settlementId: failed.id,
+        message: `${moved}, but its settlement ${failed.id} is failed`,
+      });
+    } else if (unfinished) {
+      noted.push({
+        kind: 'in_flight',
+        payer,
+        txHash,
+        settlementId: unfinished.id,
+        message: `${moved}; its settlement ${unfinished.id} is ${unfinished.status} (being finished)`,
       });
     } else if (await spendsKnownAuthorization(chain, usdc, txHash, payer, x402Nonces)) {
       report({
@@ -265,11 +267,18 @@ async function inOneSnapshot<T>(store: Store, read: (db: Reader) => Promise<T>):
     await sql
       .raw(store.dialect === 'postgres' ? 'begin isolation level repeatable read read only' : 'begin')
       .execute(db);
+    let result: T;
     try {
-      return await read(db);
-    } finally {
-      await sql.raw('commit').execute(db);
+      result = await read(db);
+    } catch (error) {
+      await sql
+        .raw('rollback')
+        .execute(db)
+        .catch(() => undefined);
+      throw error;
     }
+    await sql.raw('commit').execute(db);
+    return result;
   });
 }
 

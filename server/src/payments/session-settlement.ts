@@ -233,7 +233,13 @@ async function ensureDeployed(
     throw unavailable(error);
   }
   // Checked at authorization too; a session authorized before those checks existed meets them here.
-  if (gas > MAX_DEPLOYMENT_GAS || !deploysDeleGator(deployment, chain.environment))
+  if (!deploysDeleGator(deployment, chain.environment))
+    throw new SettlementRefusedError(
+      'account_not_deployed',
+      'it is not a DeleGator proxy of the framework',
+      owed,
+    );
+  if (gas > MAX_DEPLOYMENT_GAS)
     throw new SettlementRefusedError('account_not_deployed', `its deployment needs ${gas} gas`, owed);
   // No settlement records it (deploying twice is impossible, and a lost deployment is simply
   // redone): sent once while unmined, remembered in the store across restarts and instances, so a

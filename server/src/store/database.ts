@@ -139,8 +139,24 @@ function preparingOnce(
 
 const INT8_OID = 20;
 const CONNECT_TIMEOUT_MS = 5_000;
-const SERVER_KEEPALIVES =
-  'set tcp_keepalives_idle = 30; set tcp_keepalives_interval = 10; set tcp_keepalives_count = 3; set tcp_user_timeout = 60000';
+/**
+ * Asks the server to drop this connection's session within about a minute when the gateway's host
+ * vanishes (power loss, a partition) instead of the OS's two hours, so the advisory locks it held
+ * (a payer's, the collector's leadership) come free. Run before the pool hands the connection out;
+ * each setting on its own, so a server refusing one (tcp_user_timeout before PostgreSQL 12) keeps
+ * the others.
+ */
+async function askForKeepalives(client: pg.ClientBase): Promise<void> {
+  for (const [name, value] of SERVER_KEEPALIVES)
+    await client.query('select set_config($1, $2, false)', [name, value]).catch(() => undefined);
+}
+
+const SERVER_KEEPALIVES = [
+  ['tcp_keepalives_idle', '30'],
+  ['tcp_keepalives_interval', '10'],
+  ['tcp_keepalives_count', '3'],
+  ['tcp_user_timeout', '60000'],
+] as const;
 const NAMED_LOCK_CONNECTIONS = 4;
 
 /** int8 as bigint, per pool (not pg's global parsers); numeric (sums) stays a string. */
@@ -156,12 +172,20 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
   const pg = createRequire(import.meta.url)('pg') as typeof import('pg').default;
   const pgTypes = typesOf(pg);
   // A database that cannot be reached fails a connection attempt in seconds (a 503), not after
-  // minutes of TCP retries; idle connections are probed so a vanished server is noticed.
+  // minutes of TCP retries; idle connections are probed so a vanished server is noticed. The bound
+  // is the client's, not the pool's: a pool's would also bound the wait for a free connection (a
+  // payer waiting for a lock connection while others are settled).
+  class TimedClient extends pg.Client {
+    constructor(config?: pg.ClientConfig) {
+      super({ ...config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    }
+  }
   const connection = {
     connectionString,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    Client: TimedClient,
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    onConnect: askForKeepalives,
   };
   const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10, types: pgTypes });
   const lockPool = new pg.Pool({ ...connection, max: options.lockPoolSize ?? 16 });
@@ -175,13 +199,7 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
   const ignoreConnectionError = () => {};
   for (const connections of [pool, lockPool, namedLockPool]) {
     connections.on('error', ignoreConnectionError);
-    connections.on('connect', (client) => {
-      client.on('error', ignoreConnectionError);
-      // The server drops the session of a gateway whose host vanished (power loss, a partition)
-      // within about a minute instead of the OS's two hours, so the advisory locks it held (a
-      // payer's, the collector's leadership) come free. A server refusing a setting keeps its own.
-      client.query(SERVER_KEEPALIVES).catch(ignoreConnectionError);
-    });
+    connections.on('connect', (client) => client.on('error', ignoreConnectionError));
   }
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const lockTimeoutMs = options.lockTimeoutMs ?? 60_000;
@@ -232,7 +250,7 @@ export function isStoreUnavailable(error: unknown): boolean {
   if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
   return (
     error instanceof Error &&
-    /^Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(
+    /^Connection terminated|^timeout expired$|timeout exceeded when trying to connect|Client has encountered a connection error/.test(
       error.message,
     )
   );

@@ -112,6 +112,17 @@ test('a consistent ledger: exit 0; deliberately broken: exit 1 naming each misma
       message: expect.stringContaining("outside the gateway's settlements"),
     },
   ]);
+  // A settlement still in flight whose transaction is mined: a note while the gateway finishes it.
+  const [inFlight] = await settlementsOf(store, payers[1] as Address, { status: 'confirmed' });
+  const setStatus = (status: 'sent' | 'confirmed') =>
+    store.db.updateTable('settlements').set({ status }).where('id', '=', inFlight!.id).execute();
+  await setStatus('sent');
+  const finishing = await reconcile();
+  expect(finishing).toMatchObject({ consistent: true, mismatches: [] });
+  expect(finishing.noted).toContainEqual(
+    expect.objectContaining({ kind: 'in_flight', payer: payers[1], settlementId: inFlight!.id }),
+  );
+  await setStatus('confirmed');
   const tippedReport = await reconcileCommand();
   expect(tippedReport.code).toBe(0);
   expect(tippedReport.stdout).toContain(`- (outside) transaction ${tip} moved 0.000003 USDC from ${tipper}`);

@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -287,6 +289,23 @@ describe.each(testDialects)('migrations on %s', (dialect) => {
       await database.drop();
     }
   });
+});
+
+test('a PostgreSQL server that never answers fails a connection in 5 s, as unavailable (a 503)', async () => {
+  // Accepts the TCP connection and says nothing, as a blackholed database host.
+  const silent = createServer(() => {});
+  silent.listen(0, '127.0.0.1');
+  await once(silent, 'listening');
+  const store = openStore(`postgres://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/none`);
+  try {
+    const started = Date.now();
+    const error = await sql`select 1`.execute(store.db).catch((caught: unknown) => caught);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(isStoreUnavailable(error)).toBe(true);
+  } finally {
+    await store.close();
+    silent.close();
+  }
 });
 
 describe.runIf(testDialects.includes('postgres'))('PostgreSQL connections', () => {

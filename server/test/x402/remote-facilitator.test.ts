@@ -131,6 +131,27 @@ test('a facilitator naming something that is not a transaction hash: 503, and no
   expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
 });
 
+test('a facilitator refusing with something it calls a transaction (not a hash): the authorization may land, so 503, not asked again', async () => {
+  const { gateway } = stack;
+  const payer = await fundedEoa(stack, 1, 1_000_000n);
+  await chat(stack, payer);
+  facilitator.answerSettle = async () => ({
+    success: false,
+    errorReason: 'unexpected_settle_error',
+    transaction: 'submitted',
+    network: 'eip155:31337',
+    payer: payer.address,
+  });
+  try {
+    const error = await chat(stack, payer).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 503, error: { code: 'payments_unavailable' } });
+  } finally {
+    facilitator.answerSettle = undefined;
+  }
+  const [settlement] = await settlementsOf(gateway.store, payer.address);
+  expect(settlement).toMatchObject({ status: 'pending', txHash: null });
+});
+
 test('an unreachable facilitator is 503 with retry-after, not a 402 or a 500', async () => {
   await facilitator.close();
   const payer = privateKeyToAccount(stack.local.accounts.payers[5]!.privateKey);

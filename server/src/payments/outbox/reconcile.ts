@@ -17,9 +17,9 @@ import {
   SettlementStateError,
 } from '../../billing/settlements.js';
 import type { SettlementMetrics } from '../../observability/index.js';
-import type { Store } from '../../store/database.js';
+import { isStoreUnavailable, type Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
-import type { ChainClient } from '../chain-client.js';
+import { type ChainClient, isTransportFailure } from '../chain-client.js';
 import { BroadcastError } from '../relayer.js';
 import { paysTreasury } from '../treasury-transfer.js';
 
@@ -80,9 +80,10 @@ export async function finishUnfinishedSettlements(
 }
 
 /**
- * Runs `finish` on each settlement under its payer's lock. One that cannot be finished now (its
- * node call fails) does not keep the others from being finished: the first error is thrown once
- * every one was tried.
+ * Runs `finish` on each settlement under its payer's lock. One that cannot be finished (the node
+ * refuses a call about it) does not keep the others from being finished: the first error is thrown
+ * once every one was tried. A node or database that cannot be reached at all stops the walk at
+ * once: every other settlement would wait out the same timeouts (at start-up, before listening).
  */
 export async function finishEach<T>(
   settlements: readonly Settlement[],
@@ -95,6 +96,7 @@ export async function finishEach<T>(
     try {
       results.push(await withPayerLock(settlement.payer, () => finish(settlement)));
     } catch (error) {
+      if (isTransportFailure(error) || isStoreUnavailable(error)) throw error;
       failure ??= { error };
     }
   }
