@@ -1,5 +1,4 @@
 import { HybridDeleGator, MultiSigDeleGator, SimpleFactory } from '@metamask/delegation-abis';
-import { ERC1967Proxy as ERC1967ProxyBytecode } from '@metamask/delegation-abis/bytecode';
 import type { Delegation, SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import {
   type Address,
@@ -76,11 +75,13 @@ export const MAX_DEPLOYMENT_GAS = 1_000_000n;
  * by that implementation's `initialize`. Any other call would have the gateway pay the gas of
  * deploying whatever contract a payer chose (one that answers the signature check and pays nothing).
  */
-export function deploysDeleGator(
+export async function deploysDeleGator(
   deployment: PendingDeployment,
   environment: Pick<SmartAccountsEnvironment, 'SimpleFactory' | 'implementations'>,
-): boolean {
+): Promise<boolean> {
   if (!isAddressEqual(deployment.factory, environment.SimpleFactory)) return false;
+  // Loaded when first needed: the module holds every framework contract's bytecode (a few MB).
+  const { ERC1967Proxy: ERC1967ProxyBytecode } = await import('@metamask/delegation-abis/bytecode');
   try {
     const deploy = decodeFunctionData({ abi: SimpleFactory, data: deployment.factoryData });
     if (deploy.functionName !== 'deploy') return false;

@@ -60,7 +60,7 @@ export function createSessionAuthorizer(
       const accepted = checkDelegation(policy, delegation, now);
       const delegator = accepted.delegation.delegator;
       const { deployment } = redeemableOrRefused(signature);
-      if (deployment && !deploysDeleGator(deployment, chain.environment))
+      if (deployment && !(await deploysDeleGator(deployment, chain.environment)))
         throw validationError(
           'x-authorization-signature',
           `must deploy a MetaMask smart account (a DeleGator proxy) through the Delegation Framework's SimpleFactory ${chain.environment.SimpleFactory}`,

@@ -233,7 +233,7 @@ async function ensureDeployed(
     throw unavailable(error);
   }
   // Checked at authorization too; a session authorized before those checks existed meets them here.
-  if (!deploysDeleGator(deployment, chain.environment))
+  if (!(await deploysDeleGator(deployment, chain.environment)))
     throw new SettlementRefusedError(
       'account_not_deployed',
       'it is not a DeleGator proxy of the framework',
