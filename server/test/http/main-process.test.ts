@@ -100,11 +100,19 @@ describe('main.ts with a good environment', () => {
     const gateway = startGateway(goodEnv);
     const listening = await gateway.logLine((log) => String(log.msg).startsWith('Server listening at '));
     const address = String(listening.msg).replace('Server listening at ', '');
-    await fetch(`${address}/nope`, { headers: { authorization: 'Bearer secret-jwt-value' } });
+    await fetch(`${address}/nope`, {
+      headers: {
+        authorization: 'Bearer secret-jwt-value',
+        'payment-signature': 'secret-proof-value',
+        'x-payment': 'secret-v1-proof-value',
+      },
+    });
     await gateway.logLine((log) => log.msg === 'request completed');
     gateway.child.kill('SIGTERM');
     expect(await gateway.exited).toBe(0);
-    expect(gateway.stdoutLines.join('\n')).not.toContain('secret-jwt-value');
+    const logged = gateway.stdoutLines.join('\n');
+    for (const secret of ['secret-jwt-value', 'secret-proof-value', 'secret-v1-proof-value'])
+      expect(logged).not.toContain(secret);
   });
 });
 
