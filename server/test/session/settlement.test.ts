@@ -15,6 +15,7 @@ import { afterAll, describe, expect, test } from 'vitest';
 import { type LocalChain, type PayerAccount, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
 import { artifact as gasHungryDelegator } from '../../devkit/contracts/artifacts/GasHungryDelegator.js';
 import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/InertDelegator.js';
+import type { ContractArtifact } from '../../devkit/contracts/compile.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
 import {
@@ -86,6 +87,31 @@ async function lastSettlement(payer: Address): Promise<Settlement> {
   const [settlement] = await settlementsOf(gateway.store, payer, { limit: 1 });
   if (!settlement) throw new Error(`no settlement of ${payer}`);
   return settlement;
+}
+
+/**
+ * A contract of the devkit deployed as a "delegator" (it answers any signature), and a session it
+ * authorized with a signature of zeros.
+ */
+async function contractDelegatorSession(contract: ContractArtifact, args: readonly unknown[]) {
+  const deployed = await local.deployer.deployContract({
+    abi: contract.abi,
+    bytecode: contract.bytecode,
+    args,
+  });
+  const delegator = (await local.publicClient.waitForTransactionReceipt({ hash: deployed }))
+    .contractAddress as Address;
+  const session = await authorizeSession({
+    gatewayUrl: gateway.url,
+    delegation: buildSessionDelegation({
+      terms: await fetchTerms(gateway.url),
+      delegator,
+      cap: 1_000_000n,
+      expiresAt: new Date(Date.now() + 3_600_000),
+    }),
+    signature: `0x${'00'.repeat(65)}`,
+  });
+  return { delegator, session };
 }
 
 /** The USDC transfers a transaction made. */
@@ -347,23 +373,7 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
   });
 
   test('a delegator that accepts any signature and executes nothing: the redemption succeeds, pays nothing, and is not taken for a payment', async () => {
-    const deployed = await local.deployer.deployContract({
-      abi: inertDelegator.abi,
-      bytecode: inertDelegator.bytecode,
-    });
-    const delegator = (await local.publicClient.waitForTransactionReceipt({ hash: deployed }))
-      .contractAddress as Address;
-    const terms = await fetchTerms(gateway.url);
-    const session = await authorizeSession({
-      gatewayUrl: gateway.url,
-      delegation: buildSessionDelegation({
-        terms,
-        delegator,
-        cap: 1_000_000n,
-        expiresAt: new Date(Date.now() + 3_600_000),
-      }),
-      signature: `0x${'00'.repeat(65)}`,
-    });
+    const { delegator, session } = await contractDelegatorSession(inertDelegator, []);
     const refused = await refusedAfterDebt(session, { address: delegator } as PayerAccount);
     expect(refused.body.error).toMatchObject({
       code: 'payment_required',
@@ -377,24 +387,7 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
   });
 
   test('a delegator whose signature check burns more gas than a settlement may cost is refused before anything is sent', async () => {
-    const deployed = await local.deployer.deployContract({
-      abi: gasHungryDelegator.abi,
-      bytecode: gasHungryDelegator.bytecode,
-      args: [30_000n],
-    });
-    const delegator = (await local.publicClient.waitForTransactionReceipt({ hash: deployed }))
-      .contractAddress as Address;
-    const terms = await fetchTerms(gateway.url);
-    const session = await authorizeSession({
-      gatewayUrl: gateway.url,
-      delegation: buildSessionDelegation({
-        terms,
-        delegator,
-        cap: 1_000_000n,
-        expiresAt: new Date(Date.now() + 3_600_000),
-      }),
-      signature: `0x${'00'.repeat(65)}`,
-    });
+    const { delegator, session } = await contractDelegatorSession(gasHungryDelegator, [30_000n]);
     const relayer = local.accounts.gateway.address;
     const sent = await local.publicClient.getTransactionCount({ address: relayer });
     const refused = await refusedAfterDebt(session, { address: delegator } as PayerAccount);

@@ -1,6 +1,7 @@
 import { HTTPFacilitatorClient } from '@x402/core/http';
+import type { SettleResponse } from '@x402/core/types';
 import type { Hash } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
 import { beforeAll, expect, test } from 'vitest';
 import { createLocalWalletClient, mintUsdc, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
 import type { FacilitatorServer } from '../../devkit/facilitator.js';
@@ -24,6 +25,35 @@ let facilitator: FacilitatorServer;
 beforeAll(() => {
   facilitator = stack.facilitator!;
 });
+
+/**
+ * The payer's next chat while the facilitator answers /settle with `answer` (given the settlement
+ * it would make): the completion, or the error it ended with.
+ */
+async function chatWhileSettleAnswers(
+  payer: PrivateKeyAccount,
+  answer: NonNullable<FacilitatorServer['answerSettle']>,
+) {
+  facilitator.answerSettle = answer;
+  try {
+    return await chat(stack, payer).catch((error: unknown) => error);
+  } finally {
+    facilitator.answerSettle = undefined;
+  }
+}
+
+/** A settle answer claiming `transaction` settled or not, without settling anything. */
+const claiming =
+  (payer: PrivateKeyAccount, transaction: string, success = true) =>
+  async (): Promise<SettleResponse> => ({
+    success,
+    ...(success ? {} : { errorReason: 'unexpected_settle_error' }),
+    transaction,
+    network: 'eip155:31337',
+    payer: payer.address,
+  });
+
+const unavailable = { status: 503, error: { code: 'payments_unavailable' } };
 
 test('the facilitator server answers /supported with the exact scheme on the local chain', async () => {
   const supported = await new HTTPFacilitatorClient({ url: facilitator.url }).getSupported();
@@ -69,18 +99,7 @@ test('a facilitator reporting success for a transaction that did not pay the deb
     args: [local.accounts.treasury.address, 1n],
   });
   await local.publicClient.waitForTransactionReceipt({ hash: decoy });
-  facilitator.answerSettle = async () => ({
-    success: true,
-    transaction: decoy,
-    network: 'eip155:31337',
-    payer: payer.address,
-  });
-  try {
-    const error = await chat(stack, payer).catch((e: unknown) => e);
-    expect(error).toMatchObject({ status: 503, error: { code: 'payments_unavailable' } });
-  } finally {
-    facilitator.answerSettle = undefined;
-  }
+  expect(await chatWhileSettleAnswers(payer, claiming(payer, decoy))).toMatchObject(unavailable);
   const [settlement] = await settlementsOf(gateway.store, payer.address);
   expect(settlement).toMatchObject({ status: 'sent', txHash: decoy });
   expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
@@ -93,18 +112,13 @@ test('a settlement is confirmed by the transaction that paid it, not by the one 
   const unrelated = await mintUsdc(local, local.accounts.treasury.address, 1n);
   const before = await usdcBalance(local, payer.address);
   let paid = '';
-  facilitator.answerSettle = async (settle) => {
+  const second = (await chatWhileSettleAnswers(payer, async (settle) => {
     const result = await settle();
     paid = result.transaction;
     return { ...result, transaction: unrelated };
-  };
-  try {
-    const second = await chat(stack, payer);
-    expect(settlementOf(second.headers)).toMatchObject({ success: true, transaction: paid });
-  } finally {
-    facilitator.answerSettle = undefined;
-  }
+  })) as Awaited<ReturnType<typeof chat>>;
   expect(paid).not.toBe('');
+  expect(settlementOf(second.headers)).toMatchObject({ success: true, transaction: paid });
   const [settlement] = await settlementsOf(gateway.store, payer.address);
   expect(settlement).toMatchObject({ status: 'confirmed', txHash: paid });
   expect(await usdcBalance(local, payer.address)).toBe(before - SMALL_COST);
@@ -114,18 +128,7 @@ test('a facilitator naming something that is not a transaction hash: 503, and no
   const { gateway } = stack;
   const payer = await fundedEoa(stack, 2, 1_000_000n);
   await chat(stack, payer);
-  facilitator.answerSettle = async () => ({
-    success: true,
-    transaction: '0xabc',
-    network: 'eip155:31337',
-    payer: payer.address,
-  });
-  try {
-    const error = await chat(stack, payer).catch((e: unknown) => e);
-    expect(error).toMatchObject({ status: 503, error: { code: 'payments_unavailable' } });
-  } finally {
-    facilitator.answerSettle = undefined;
-  }
+  expect(await chatWhileSettleAnswers(payer, claiming(payer, '0xabc'))).toMatchObject(unavailable);
   const [settlement] = await settlementsOf(gateway.store, payer.address);
   expect(settlement).toMatchObject({ status: 'pending', txHash: null });
   expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
@@ -135,19 +138,7 @@ test('a facilitator refusing with something it calls a transaction (not a hash):
   const { gateway } = stack;
   const payer = await fundedEoa(stack, 1, 1_000_000n);
   await chat(stack, payer);
-  facilitator.answerSettle = async () => ({
-    success: false,
-    errorReason: 'unexpected_settle_error',
-    transaction: 'submitted',
-    network: 'eip155:31337',
-    payer: payer.address,
-  });
-  try {
-    const error = await chat(stack, payer).catch((e: unknown) => e);
-    expect(error).toMatchObject({ status: 503, error: { code: 'payments_unavailable' } });
-  } finally {
-    facilitator.answerSettle = undefined;
-  }
+  expect(await chatWhileSettleAnswers(payer, claiming(payer, 'submitted', false))).toMatchObject(unavailable);
   const [settlement] = await settlementsOf(gateway.store, payer.address);
   expect(settlement).toMatchObject({ status: 'pending', txHash: null });
 });
@@ -157,6 +148,6 @@ test('an unreachable facilitator is 503 with retry-after, not a 402 or a 500', a
   const payer = privateKeyToAccount(stack.local.accounts.payers[5]!.privateKey);
   const openai = openaiClient(stack.gateway.url, payingFetch(payingClient(stack.local, payer)));
   const error = await openai.chat.completions.create(chatBody).catch((e: unknown) => e);
-  expect(error).toMatchObject({ status: 503, error: { code: 'payments_unavailable' } });
+  expect(error).toMatchObject(unavailable);
   expect((error as { headers: Headers }).headers.get('retry-after')).toBe('3');
 });
