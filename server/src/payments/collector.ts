@@ -74,8 +74,8 @@ export function createCollector(options: CollectorOptions): Collector {
   // payment) would otherwise fill every batch and keep the others from ever being reached.
   let resumeAfter: Address | undefined;
   // The idle debtors met in the current pass over the list: at its end, payers that failed and
-  // were not met owe nothing idle any more (they paid with a request) and leave the failure list;
-  // but for one with a settlement in flight, which idle debtors leave out while it is: it stays.
+  // were not met owe nothing idle any more (they paid with a request) and leave the failure list.
+  // A payer with a settlement in flight is left out of the idle debtors meanwhile, yet owes: it stays.
   let metThisPass = new Set<Address>();
   let collected = 0;
   let lastRunAt: Date | null = null;
