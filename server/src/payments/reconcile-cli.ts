@@ -17,9 +17,8 @@ async function reconcile(): Promise<number> {
   }
   const config = loadReconcileConfig();
   const rpcUrl = config.chain.rpcUrl;
-  const publicClient = createPublicClient({
-    transport: /^wss?:/.test(rpcUrl) ? webSocket(rpcUrl) : http(rpcUrl),
-  });
+  const overWebSocket = /^wss?:/.test(rpcUrl);
+  const publicClient = createPublicClient({ transport: overWebSocket ? webSocket(rpcUrl) : http(rpcUrl) });
   const store = openStore(config.databaseUrl);
   try {
     const result = await reconcileLedger(
@@ -38,8 +37,12 @@ async function reconcile(): Promise<number> {
     return result.consistent ? 0 : 1;
   } finally {
     await store.close();
+    // An open WebSocket (and its keep-alive pings) would keep the command from ever exiting.
+    if (overWebSocket) (await (publicClient.transport as WebSocketTransportValue).getRpcClient()).close();
   }
 }
+
+type WebSocketTransportValue = NonNullable<ReturnType<ReturnType<typeof webSocket>>['value']>;
 
 function parseOptions() {
   try {

@@ -30,7 +30,10 @@ async function reconcileCommand(args: string[] = [], env: Record<string, string>
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group: a command that never exits is killed with npm's node child.
+    detached: true,
   });
+  const hung = setTimeout(() => process.kill(-(child.pid as number), 'SIGKILL'), 30_000);
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk) => {
@@ -40,6 +43,7 @@ async function reconcileCommand(args: string[] = [], env: Record<string, string>
     stderr += chunk;
   });
   const [code] = await once(child, 'exit');
+  clearTimeout(hung);
   return { code: code as number, stdout, stderr: stderr.replace(/^npm warn .*\n/gm, '') };
 }
 
@@ -206,6 +210,15 @@ test('a consistent ledger: exit 0; deliberately broken: exit 1 naming each misma
   expect(json.code).toBe(1);
   expect(JSON.parse(json.stdout)).toMatchObject({ consistent: false, mismatches: expect.any(Array) });
   expect(JSON.parse(json.stdout).mismatches).toHaveLength(10);
+});
+
+test('over a WebSocket RPC the command reports and exits, as over HTTP', async () => {
+  const overHttp = await reconcileCommand(['--json']);
+  const overWebSocket = await reconcileCommand(['--json'], {
+    CHAIN_RPC_URL: stack.local.rpcUrl.replace(/^http/, 'ws'),
+  });
+  expect(overWebSocket.code).toBe(overHttp.code);
+  expect(JSON.parse(overWebSocket.stdout).mismatches).toEqual(JSON.parse(overHttp.stdout).mismatches);
 });
 
 test('the command refuses a configuration it cannot use (exit 2, the variable named) and unknown options', async () => {
