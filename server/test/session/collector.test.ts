@@ -72,6 +72,15 @@ async function quietGateway(): Promise<GatewayUnderTest> {
 }
 
 /** A collector of the gateway's database and chain, run by the test (`runOnce`): debts idle 0.3 s are due. */
+/** A payer (kit key `owner`) holding 10 atomic units of USDC, owing one answered request it cannot pay. */
+async function payerOwingUnpaid(on: GatewayUnderTest, owner: number) {
+  const payer = await newPayer(local, owner, { fundUsdc: 10n });
+  const session = await authorize(on, payer);
+  anthropic.script({ text: 'unpaid', usage: SMALL });
+  await chat(openaiFor(on, session.token));
+  return { payer, session };
+}
+
 function collectorOf(of: GatewayUnderTest, options: Pick<CollectorOptions, 'backoffMs' | 'batchSize'>) {
   return createCollector({
     store: of.store,
@@ -110,10 +119,7 @@ test('the last request of a payer who went quiet is paid by the collector', asyn
 });
 
 test('a collection that fails is retried, shown in /health and as failed settlements in GraphQL', async () => {
-  const payer = await newPayer(local, 1, { fundUsdc: 10n });
-  const session = await authorize(gateway, payer);
-  anthropic.script({ text: 'unpaid', usage: SMALL });
-  await chat(openaiFor(gateway, session.token));
+  const { payer, session } = await payerOwingUnpaid(gateway, 1);
 
   await vi.waitFor(async () => {
     const failing = (await collectorHealth()).state.failing.find((entry) => entry.payer === payer.address);
@@ -146,10 +152,7 @@ test('a collection that fails is retried, shown in /health and as failed settlem
 test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every run', async () => {
   // A gateway whose own collector stays quiet, and a collector driven with explicit clock readings.
   const quiet = await quietGateway();
-  const payer = await newPayer(local, 2, { fundUsdc: 10n });
-  const session = await authorize(quiet, payer);
-  anthropic.script({ text: 'unpaid', usage: SMALL });
-  await chat(openaiFor(quiet, session.token));
+  const { payer } = await payerOwingUnpaid(quiet, 2);
   const collector = collectorOf(quiet, { backoffMs: 1_000 });
   const start = Date.now() + 1_000;
   const attempted = async (offsetMs: number) => {
@@ -168,15 +171,13 @@ test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every
 
 test('a failing payer that paid its debt with a request leaves the failure list at the end of the next pass', async () => {
   const quiet = await quietGateway();
-  const payer = await newPayer(local, 4, { fundUsdc: 10n });
-  const session = await authorize(quiet, payer);
-  anthropic.script({ text: 'unpaid', usage: SMALL }, { text: 'paid', usage: SMALL });
-  await chat(openaiFor(quiet, session.token));
+  const { payer, session } = await payerOwingUnpaid(quiet, 4);
   const collector = collectorOf(quiet, { backoffMs: 1_000 });
   expect((await collector.runOnce(new Date(Date.now() + 1_000))).failed).toEqual([payer.address]);
   expect(collector.state().failing.map((entry) => entry.payer)).toEqual([payer.address]);
 
   await mintUsdc(local, payer.address, 1_000_000n);
+  anthropic.script({ text: 'paid', usage: SMALL });
   const paying = await chat(openaiFor(quiet, session.token));
   expect(paying.headers.get('x-settlement-amount')).toBe(SMALL_COST_ATOMIC.toString());
   // Its new debt is not idle yet: the pass over the idle debtors no longer meets it.
@@ -186,10 +187,7 @@ test('a failing payer that paid its debt with a request leaves the failure list 
 
 test('a failing payer whose settlement is in flight stays on the failure list, though not an idle debtor then', async () => {
   const quiet = await quietGateway();
-  const payer = await newPayer(local, 5, { fundUsdc: 10n });
-  const session = await authorize(quiet, payer);
-  anthropic.script({ text: 'unpaid', usage: SMALL });
-  await chat(openaiFor(quiet, session.token));
+  const { payer } = await payerOwingUnpaid(quiet, 5);
   const collector = collectorOf(quiet, { backoffMs: 60_000 });
   const later = new Date(Date.now() + 1_000);
   expect((await collector.runOnce(later)).failed).toEqual([payer.address]);
