@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { SettlementStateError } from '../billing/settlements.js';
 import { isStoreUnavailable } from '../store/database.js';
 import { failure, servedPath } from './envelope.js';
 import { ApiError, type ErrorCode } from './errors.js';
@@ -95,6 +96,17 @@ function toApiError(error: FastifyError): ApiError {
     return new ApiError(503, 'service_unavailable', "the gateway's ledger cannot be reached; retry shortly", {
       headers: { 'retry-after': '2' },
     });
+  // Another instance finished the payer's settlement meanwhile (this one lost its lock connection):
+  // nothing was decided wrongly, the next attempt reads the settlement as it is now.
+  if (error instanceof SettlementStateError)
+    return new ApiError(
+      503,
+      'payments_unavailable',
+      "this payer's settlement changed while it was settled; retry shortly",
+      {
+        headers: { 'retry-after': '2' },
+      },
+    );
   if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500)
     return new ApiError(
       error.statusCode,

@@ -139,8 +139,13 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
     throw new SettlementUnavailableError(`settlement ${sent.hash} was dropped; retry`);
   }
   const final = await settleFromReceipt(deps, settlement, receipt);
-  if (final.status !== 'confirmed')
-    throw new SettlementRefusedError(receipt.status === 'success' ? 'not_paid' : 'reverted', undefined, owed);
+  // Its simulation passed: a revert on chain says the state moved meanwhile (or the gateway's gas
+  // fell short), not what the payer must fix. The next attempt simulates again and tells which.
+  if (receipt.status !== 'success')
+    throw new SettlementUnavailableError(
+      `settlement ${sent.hash} reverted on chain after its simulation passed; nothing was paid; retry`,
+    );
+  if (final.status !== 'confirmed') throw new SettlementRefusedError('not_paid', undefined, owed);
   return {
     settlementId: settlement.id,
     txHash: sent.hash,

@@ -19,7 +19,7 @@ const EXPLANATIONS: Record<RefusalReason, string> = {
   insufficient_balance: 'the smart account holds less USDC than it owes; fund it and retry',
   invalid_delegation: 'the delegation cannot be redeemed by the gateway; authorize a new session',
   account_not_deployed: 'the smart account could not be deployed; deploy it and retry',
-  reverted: 'the settlement transaction reverted on chain',
+  reverted: 'redeeming the delegation reverts on chain',
   not_paid:
     'the settlement transaction moved no USDC from the smart account to the treasury; authorize a new session from a MetaMask smart account',
 };

@@ -1,6 +1,9 @@
+import { randomBytes } from 'node:crypto';
+import { type Address, encodeFunctionData, erc20Abi, getAddress, type Hex, toHex } from 'viem';
 import { expect, test } from 'vitest';
+import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { SMALL_COST, useFaultStack } from './harness.js';
+import { PAYER_FUNDS, SMALL_COST, useFaultStack } from './harness.js';
 
 // The chain's RPC fails at each step of a settlement while a gateway process settles a payer's
 // debt: before anything is sent, right after the broadcast, and on the broadcast itself.
@@ -115,3 +118,47 @@ test('the node took the settlement but its answer says "nonce too low" (a retrie
   expect(stack.probe.violations).toEqual([]);
   await stack.expectLedgerMatchesChain([payer.address]);
 });
+
+test('the payer moves its USDC away between the simulation and the broadcast: the revert is a 503, the retry says why', async () => {
+  const { rpc, probe, local } = stack;
+  const payer = await stack.owingPayer(5);
+  const forwarded = probe.forwarded();
+  const broadcast = rpc.stallFrom('eth_sendRawTransaction');
+  const answer = probe.chat(payer.client(), payer.address);
+  try {
+    await broadcast;
+    await moveAllUsdc(payer.address, getAddress(toHex(randomBytes(20)) as Hex));
+  } finally {
+    rpc.pass();
+  }
+  const refused = await answer;
+  expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+  expect(refused.headers.get('retry-after')).not.toBeNull();
+  expect(probe.forwarded()).toBe(forwarded);
+
+  // The retry simulates again: now the chain says what the payer must fix.
+  const told = await probe.chat(payer.client(), payer.address);
+  expect(`${told.status} ${told.code}`).toBe('402 payment_required');
+  expect(probe.forwarded()).toBe(forwarded);
+  const [second, first] = await settlementsOf(stack.store, payer.address);
+  expect(first?.failureReason).toMatch(/reverted on chain/);
+  expect(second?.failureReason).toMatch(/less USDC than it owes/);
+
+  await mintUsdc(local, payer.address, PAYER_FUNDS);
+  await stack.servedPayingDebt(payer);
+});
+
+/** The smart account itself transfers its whole balance (as its owner could at any time). */
+async function moveAllUsdc(from: Address, to: Address): Promise<void> {
+  const { local } = stack;
+  const amount = await usdcBalance(local, from);
+  await local.testClient.impersonateAccount({ address: from });
+  await local.testClient.setBalance({ address: from, value: 10n ** 18n });
+  const hash = await local.testClient.sendUnsignedTransaction({
+    from,
+    to: local.usdc,
+    data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }),
+  });
+  await local.publicClient.waitForTransactionReceipt({ hash });
+  await local.testClient.stopImpersonatingAccount({ address: from });
+}

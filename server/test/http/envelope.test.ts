@@ -1,6 +1,7 @@
 import type { InjectOptions } from 'fastify';
 import { afterAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../../src/app.js';
+import { SettlementStateError } from '../../src/billing/settlements.js';
 import { testConfig } from '../support/config.js';
 
 const config = testConfig();
@@ -9,6 +10,8 @@ const app = await buildApp(config, {
   chat: {
     handle: async ({ request }) => {
       if (request.user === 'explode') throw new Error('connection to db-7.internal:5432 refused');
+      if (request.user === 'settled-elsewhere')
+        throw new SettlementStateError('settlement 01J is confirmed; it cannot become failed');
       return { ok: true };
     },
   },
@@ -211,6 +214,15 @@ describe('every refusal wears the envelope, never a 500', () => {
       'internal_error',
     );
     expect(res.body).not.toContain('db-7.internal');
+  });
+
+  test('a settlement another instance finished meanwhile is 503 payments_unavailable, to retry', async () => {
+    const { res } = await expectError(
+      { method: 'POST', url: '/v1/chat/completions', payload: chat({ user: 'settled-elsewhere' }) },
+      503,
+      'payments_unavailable',
+    );
+    expect(res.headers['retry-after']).toBe('2');
   });
 });
 
