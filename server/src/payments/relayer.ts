@@ -28,12 +28,16 @@ export interface RelayerCall {
 }
 
 /**
- * Serializes the sends of one sender address. `shared`: other gateway processes send from the same
- * key under the same lock, so the next nonce is read from the chain (pending) each time it is taken.
+ * Serializes the sends of one sender address and remembers, between them, the nonce after the last
+ * one a node took: in this process, or in the ledger's store, shared by every gateway instance that
+ * sends from the same key (a load-balanced RPC may not have seen another instance's send yet).
  */
 export interface SendLock {
-  readonly shared: boolean;
   run<T>(sender: Address, send: () => Promise<T>): Promise<T>;
+  /** The nonce after the last one a node took from `sender`; undefined when unknown. */
+  nextNonce(sender: Address): Promise<number | undefined>;
+  /** Remembers it, or (undefined) forgets it: the node's pending count decides alone. */
+  setNextNonce(sender: Address, next: number | undefined): Promise<void>;
 }
 
 /**
@@ -184,9 +188,11 @@ export function createRelayer(
   options: RelayerOptions = {},
 ): Relayer {
   const { lock = processSendLock(), maxFeePerGas: cap, sends = processOnceSends() } = options;
-  // What this process sent last: with a shared lock, a floor under a node that lags behind.
-  let nextNonce: number | undefined;
-  const pendingCount = () => client.getTransactionCount({ address: account.address, blockTag: 'pending' });
+  const sender = account.address;
+  const pendingCount = () => client.getTransactionCount({ address: sender, blockTag: 'pending' });
+  // Not remembered, the next send takes the node's pending count alone: a store that cannot be
+  // written must not turn a broadcast that went out into a failure (its settlement would be failed).
+  const remember = (next: number | undefined) => lock.setNextNonce(sender, next).catch(() => undefined);
 
   const broadcast = async (raw: Hex): Promise<'sent' | 'known'> => {
     const hash = keccak256(raw);
@@ -216,19 +222,20 @@ export function createRelayer(
 
     async submit(call, record) {
       const fees = offeredFees(await client.estimateFeesPerGas(), cap);
-      return lock.run(account.address, async () => {
-        const nonce = lock.shared
-          ? Math.max(nextNonce ?? 0, await pendingCount())
-          : (nextNonce ?? (await pendingCount()));
+      return lock.run(sender, async () => {
+        // The remembered nonce is a floor under a node that lags behind the last send; the node's
+        // count is one under a send made from the key elsewhere.
+        const [remembered, pending] = await Promise.all([lock.nextNonce(sender), pendingCount()]);
+        const nonce = Math.max(remembered ?? 0, pending);
         const signed = await signRecorded({ ...call, ...fees, nonce }, record);
         try {
           await broadcast(signed.raw);
-          nextNonce = nonce + 1;
         } catch (error) {
           // Whatever the node holds now, its pending count says where the next nonce is.
-          nextNonce = undefined;
+          await remember(undefined);
           throw error;
         }
+        await remember(nonce + 1);
         return signed;
       });
     },
@@ -251,7 +258,7 @@ export function createRelayer(
         cap,
       );
       if (!first) return null;
-      return lock.run(account.address, async () => {
+      return lock.run(sender, async () => {
         let fees = first;
         let replaced = keccak256(raw);
         for (let attempt = 1; ; attempt++) {
@@ -273,7 +280,6 @@ export function createRelayer(
     },
 
     async submitOnce(key, call, staleMs) {
-      const sender = account.address;
       await sends.forgetBelow(
         sender,
         await client.getTransactionCount({ address: sender, blockTag: 'latest' }),
@@ -294,17 +300,17 @@ export function createRelayer(
       try {
         return await client.waitForTransactionReceipt(args);
       } catch (error) {
-        nextNonce = undefined;
+        await remember(undefined);
         throw error;
       }
     },
 
     async rebroadcast(raw) {
-      await lock.run(account.address, async () => {
+      await lock.run(sender, async () => {
         try {
           await broadcast(raw);
         } finally {
-          nextNonce = undefined;
+          await remember(undefined);
         }
       });
     },
@@ -315,14 +321,40 @@ export function createRelayer(
 /** One gateway process sends from the key: nonces are counted here. */
 export function processSendLock(): SendLock {
   const mutex = new KeyedMutex();
-  return { shared: false, run: (sender, send) => mutex.run(sender, send) };
+  const nextNonces = new Map<Address, number>();
+  return {
+    run: (sender, send) => mutex.run(sender, send),
+    nextNonce: async (sender) => nextNonces.get(sender),
+    setNextNonce: async (sender, next) => {
+      if (next === undefined) nextNonces.delete(sender);
+      else nextNonces.set(sender, next);
+    },
+  };
 }
 
-/** Sends serialized through the ledger's store: across every gateway instance on PostgreSQL. */
-export function storeSendLock(store: Pick<Store, 'dialect' | 'withLock'>): SendLock {
+/** Sends serialized through the ledger's store (across every gateway instance on PostgreSQL), nonces kept in it. */
+export function storeSendLock(store: Pick<Store, 'db' | 'withLock'>): SendLock {
   return {
-    shared: store.dialect === 'postgres',
     run: (sender, send) => store.withLock(`paygate:sender:${sender}`, send),
+    async nextNonce(sender) {
+      const row = await store.db
+        .selectFrom('relayer_nonces')
+        .select('next_nonce')
+        .where('sender', '=', sender)
+        .executeTakeFirst();
+      return row && Number(row.next_nonce);
+    },
+    async setNextNonce(sender, next) {
+      if (next === undefined) {
+        await store.db.deleteFrom('relayer_nonces').where('sender', '=', sender).execute();
+        return;
+      }
+      await store.db
+        .insertInto('relayer_nonces')
+        .values({ sender, next_nonce: BigInt(next) })
+        .onConflict((conflict) => conflict.column('sender').doUpdateSet({ next_nonce: BigInt(next) }))
+        .execute();
+    },
   };
 }
 

@@ -110,6 +110,11 @@ export interface RelayerSendsTable {
   sent_at: Millis;
 }
 
+export interface RelayerNoncesTable {
+  sender: Address;
+  next_nonce: Int;
+}
+
 export interface Database {
   payers: PayersTable;
   sessions: SessionsTable;
@@ -117,4 +122,5 @@ export interface Database {
   settlements: SettlementsTable;
   x402_authorizations: X402AuthorizationsTable;
   relayer_sends: RelayerSendsTable;
+  relayer_nonces: RelayerNoncesTable;
 }

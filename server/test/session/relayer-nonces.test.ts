@@ -1,0 +1,68 @@
+import { createPublicClient, custom, type Hash, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { rpc } from '../../devkit/chain/anvil.js';
+import { createLocalChain, type LocalChain } from '../../devkit/chain/index.js';
+import { createRelayer, storeSendLock } from '../../src/payments/relayer.js';
+import type { Store } from '../../src/store/database.js';
+import { testDialects, withTestStore } from '../support/db.js';
+
+// Gateway instances send from one relayer key, each through its own RPC node (a load-balanced
+// provider): the nonce after the last send is kept in the store under the sender's lock.
+let local: LocalChain;
+beforeAll(async () => {
+  local = await createLocalChain();
+  await local.testClient.setAutomine(false);
+});
+afterAll(() => local?.stop());
+
+/** A node that has not seen the pool yet: its pending count is the mined one. */
+function laggingNode() {
+  return createPublicClient({
+    chain: local.publicClient.chain,
+    transport: custom({
+      request: ({ method, params }: { method: string; params?: unknown[] }) =>
+        rpc(
+          local.rpcUrl,
+          method,
+          method === 'eth_getTransactionCount' ? [params?.[0], 'latest'] : (params ?? []),
+        ),
+    }),
+  });
+}
+
+const minedOk = async (hash: Hash) =>
+  (await local.publicClient.getTransactionReceipt({ hash })).status === 'success';
+
+describe.each(testDialects)('relayer nonces kept in the store on %s', (dialect) => {
+  let store: Store;
+  withTestStore(dialect, (opened) => {
+    store = opened;
+  });
+  const key = dialect === 'sqlite' ? 5 : 6;
+  const call = () => ({ to: local.accounts.treasury.address, data: '0x' as Hex, gas: 21_000n });
+  const instance = (client = local.publicClient) =>
+    createRelayer(client, privateKeyToAccount(local.accounts.payers[key]!.privateKey), local.chainId, {
+      lock: storeSendLock(store),
+    });
+
+  test("an instance whose node has not seen the other's send yet takes the next nonce, not the same", async () => {
+    const first = await instance().submit(call(), async () => {});
+    const second = await instance(laggingNode()).submit(call(), async () => {});
+    expect(second.nonce).toBe(first.nonce + 1);
+    await local.testClient.mine({ blocks: 1 });
+    expect([await minedOk(first.hash), await minedOk(second.hash)]).toEqual([true, true]);
+  });
+
+  test('a send whose receipt never comes (the node lost it) is forgotten: the next send fills its nonce, leaving no gap', async () => {
+    const relayer = instance();
+    const lost = await relayer.submit(call(), async () => {});
+    await rpc(local.rpcUrl, 'anvil_dropTransaction', [lost.hash]);
+    await expect(relayer.waitForReceipt({ hash: lost.hash, timeout: 300 })).rejects.toThrow();
+
+    const next = await instance().submit(call(), async () => {});
+    expect(next.nonce).toBe(lost.nonce);
+    await local.testClient.mine({ blocks: 1 });
+    expect(await minedOk(next.hash)).toBe(true);
+  });
+});
