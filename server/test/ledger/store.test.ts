@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import SqliteDatabase from 'better-sqlite3';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { findUsageRecord, recordUsage, UsageConflictError } from '../../src/billing/ledger.js';
@@ -21,7 +22,15 @@ const run = promisify(execFile);
 const scratch = mkdtempSync(join(tmpdir(), 'paygate-store-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-const TABLES = ['payers', 'sessions', 'settlements', 'usage_records', 'x402_authorizations', 'relayer_sends'];
+const TABLES = [
+  'payers',
+  'sessions',
+  'settlements',
+  'usage_records',
+  'x402_authorizations',
+  'relayer_sends',
+  'relayer_nonces',
+];
 
 describe('SQLite file store', () => {
   test('the gateway creates the file and its directory at start, in WAL mode, migrated', async () => {
@@ -321,6 +330,30 @@ describe.runIf(testDialects.includes('postgres'))('PostgreSQL connections', () =
       );
       expect(shown.rows[0]).toEqual({ idle: '30', timeout: '60000' });
     } finally {
+      await database.drop();
+    }
+  });
+
+  test('a query running past the statement timeout is cancelled as unavailable (a 503); migrating waits past it', async () => {
+    const database = await createTestDatabase('postgres');
+    // Another instance migrating holds Kysely's migration lock (its id, a session advisory lock).
+    const other = new pg.Client({ connectionString: database.url });
+    await other.connect();
+    const store = openStore(database.url, { statementTimeoutMs: 200, poolSize: 1 });
+    try {
+      await other.query('select pg_advisory_lock(3853314791062309107)');
+      const migrated = migrateToLatest(store);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      await other.query('select pg_advisory_unlock(3853314791062309107)');
+      expect(await migrated).toContain('0001-ledger');
+
+      // The migration's connection (the only one) has the timeout back.
+      const error = await sql`select pg_sleep(1)`.execute(store.db).catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ code: '57014' });
+      expect(isStoreUnavailable(error)).toBe(true);
+    } finally {
+      await store.close();
+      await other.end();
       await database.drop();
     }
   });
