@@ -55,8 +55,6 @@ export interface StoreOptions {
   lockPoolSize?: number;
   /** PostgreSQL: how long to wait for a payer lock held by another instance. */
   lockTimeoutMs?: number;
-  /** PostgreSQL: the longest a query may run (default `STATEMENT_TIMEOUT_MS`). */
-  statementTimeoutMs?: number;
   /** SQLite: how long a writer waits for the file lock. */
   busyTimeoutMs?: number;
   /** SQLite: how the WAL is flushed to stable storage (fsync on the thread pool). */
@@ -160,12 +158,6 @@ const SERVER_KEEPALIVES = [
   ['tcp_user_timeout', '60000'],
 ] as const;
 const NAMED_LOCK_CONNECTIONS = 4;
-/**
- * The longest a ledger statement may run (the queries are indexed lookups and small writes): one
- * stuck behind a lock or on an overloaded server is cancelled, a 503, instead of holding its request
- * and its payer's lock for good. Migrations lift it (see migrate.ts).
- */
-const STATEMENT_TIMEOUT_MS = 30_000;
 
 /** int8 as bigint, per pool (not pg's global parsers); numeric (sums) stays a string. */
 const typesOf = (driver: typeof pg) => ({
@@ -195,12 +187,7 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
     keepAliveInitialDelayMillis: 10_000,
     onConnect: askForKeepalives,
   };
-  const pool = new pg.Pool({
-    ...connection,
-    max: options.poolSize ?? 10,
-    types: pgTypes,
-    statement_timeout: options.statementTimeoutMs ?? STATEMENT_TIMEOUT_MS,
-  });
+  const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10, types: pgTypes });
   const lockPool = new pg.Pool({ ...connection, max: options.lockPoolSize ?? 16 });
   // Named locks are taken inside payer locks (the relayer's, while a payer is settled) and
   // leadership holds a connection for good: on payer-lock connections they could wait forever
@@ -253,7 +240,7 @@ const UNAVAILABLE_CODES = new Set([
   '57P02',
   '57P03',
   '53300',
-  // A statement cancelled (its timeout ran out): the database is overloaded or a lock is held long.
+  // A statement cancelled (an operator's statement_timeout ran out, or pg_cancel_backend).
   '57014',
   'SQLITE_BUSY',
 ]);
