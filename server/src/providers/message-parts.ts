@@ -10,16 +10,36 @@ const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*),(.*)$/s;
 
 /** `field` names the part for the 400 a malformed URL gets. */
 export function imageSource(url: string, field: string): ImageSource {
-  if (/^https?:\/\//i.test(url)) return { kind: 'url', url };
+  if (/^https?:\/\//i.test(url)) {
+    if (!URL.canParse(url)) throw new UntranslatableRequestError(field, 'is not a valid URL');
+    return { kind: 'url', url };
+  }
   const match = DATA_URL.exec(url);
   if (!match) throw new UntranslatableRequestError(field, 'must be an http(s) URL or a data URL');
-  const [, mediaType = '', parameters = '', payload = ''] = match;
+  const [, declared = '', parameters = '', payload = ''] = match;
+  const mediaType = declared.toLowerCase();
   if (!mediaType.startsWith('image/'))
     throw new UntranslatableRequestError(field, 'must be a data URL of an image (data:image/...;base64,...)');
   const data = parameters.split(';').includes('base64')
     ? payload
-    : Buffer.from(decodeURIComponent(payload), 'utf8').toString('base64');
-  return { kind: 'inline', mediaType: mediaType.toLowerCase(), data };
+    : percentDecoded(payload).toString('base64');
+  // `image/jpg` is a common slip for the registered `image/jpeg`, which providers insist on.
+  return { kind: 'inline', mediaType: mediaType === 'image/jpg' ? 'image/jpeg' : mediaType, data };
+}
+
+/** The bytes a data URL's body stands for (the Fetch standard): `%XX` is one byte, any other text its UTF-8. */
+function percentDecoded(text: string): Buffer {
+  const bytes = Buffer.from(text, 'utf8');
+  const decoded = Buffer.alloc(bytes.length);
+  let length = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const hex = bytes[i] === 0x25 ? bytes.toString('latin1', i + 1, i + 3) : '';
+    if (/^[0-9a-f]{2}$/i.test(hex)) {
+      decoded[length++] = Number.parseInt(hex, 16);
+      i += 2;
+    } else decoded[length++] = bytes[i] as number;
+  }
+  return decoded.subarray(0, length);
 }
 
 const BY_EXTENSION: Record<string, string> = {

@@ -254,6 +254,22 @@ describe('Gemini behind /v1/chat/completions', () => {
     ]);
   });
 
+  test('an image URL that is not a URL is a 400 naming the part, and nothing is sent', async () => {
+    const refused = await h.client.chat.completions
+      .create({
+        model: MODEL,
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://' } }] }],
+      })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(APIError);
+    expect((refused as APIError).status).toBe(400);
+    expect((refused as APIError).error).toMatchObject({
+      code: 'validation_error',
+      field: 'messages[0].content[0].image_url.url',
+    });
+    expect(h.gemini.log).toEqual([]);
+  });
+
   test('json mode, stop, sampling and seed go to generationConfig; penalties are dropped (Gemini 2.5 refuses them)', async () => {
     h.gemini.script({ text: '{"ok":true}' });
     const answer = await h.client.chat.completions.create({

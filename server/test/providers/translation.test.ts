@@ -51,6 +51,21 @@ describe('image parts', () => {
     });
   });
 
+  test('a data URL without ;base64 stands for its bytes: %XX is one byte, a stray % is itself', () => {
+    const png = imageSource('data:image/png,%89PNG%0D%0A%1A%0A', 'f');
+    expect(png).toMatchObject({ kind: 'inline', mediaType: 'image/png' });
+    expect([...Buffer.from((png as { data: string }).data, 'base64')]).toEqual([
+      0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a,
+    ]);
+    const stray = imageSource('data:image/svg+xml,100%25 %zz é', 'f') as { data: string };
+    expect(Buffer.from(stray.data, 'base64').toString('utf8')).toBe('100% %zz é');
+  });
+
+  test('the media type is lowercase, and image/jpg is image/jpeg', () => {
+    expect(imageSource('data:IMAGE/PNG;base64,AAAA', 'f')).toMatchObject({ mediaType: 'image/png' });
+    expect(imageSource('data:image/jpg;base64,AAAA', 'f')).toMatchObject({ mediaType: 'image/jpeg' });
+  });
+
   test('an image URL’s media type comes from its extension, JPEG when it has none', () => {
     expect(mediaTypeOfUrl('https://x.test/a/b.PNG?size=2')).toBe('image/png');
     expect(mediaTypeOfUrl('https://x.test/photo.heic')).toBe('image/heic');
@@ -58,7 +73,14 @@ describe('image parts', () => {
   });
 
   test('anything else is refused, naming the field', () => {
-    for (const url of ['ftp://x.test/a.png', 'data:text/plain;base64,AAAA', 'data:;base64,AAAA', 'cat.png']) {
+    for (const url of [
+      'ftp://x.test/a.png',
+      'data:text/plain;base64,AAAA',
+      'data:;base64,AAAA',
+      'cat.png',
+      'https://',
+      'http://exa mple.com/a.png',
+    ]) {
       const error = (() => {
         try {
           imageSource(url, 'messages[0].content[1].image_url.url');
