@@ -7,7 +7,14 @@
  * `https://openrouter.ai/api/v1`): the path `/chat/completions` is appended to it.
  */
 import type { CatalogModel, TokenLimitField } from '../catalog/catalog.js';
-import type { ChatRequest, FinishReason, ToolCall, ToolCallDelta } from './openai-types.js';
+import type {
+  ChatMessage,
+  ChatRequest,
+  ContentPart,
+  FinishReason,
+  ToolCall,
+  ToolCallDelta,
+} from './openai-types.js';
 import type { ProviderFamily, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
 import { type MeteredUsage, type ProviderCompletion, ProviderError, type StreamPart } from './types.js';
@@ -66,21 +73,81 @@ export function upstreamRequestBody(
   stream: boolean,
   tokenLimitField?: TokenLimitField,
 ): ChatRequest {
-  const { stream_options: _options, max_tokens, max_completion_tokens, ...rest } = request;
+  const { max_tokens, max_completion_tokens } = request;
   const limit = max_completion_tokens ?? max_tokens;
   const field =
     tokenLimitField ??
     (limit == null || max_completion_tokens == null ? 'max_tokens' : 'max_completion_tokens');
   const budget = { [field]: limit ?? model.defaultMaxTokens };
-  const messages = request.messages.some((message) => message.role === 'developer')
-    ? request.messages.map((message) =>
-        message.role === 'developer' ? { ...message, role: 'system' as const } : message,
-      )
-    : request.messages;
-  const body = { ...rest, ...budget, messages, model: model.providerModel };
+  const body = {
+    ...knownFields(request),
+    ...budget,
+    messages: request.messages.map(knownMessageFields),
+    model: model.providerModel,
+  };
   return stream
     ? { ...body, stream: true, stream_options: { include_usage: true } }
     : { ...body, stream: false };
+}
+
+/**
+ * Only the fields the gateway knows go upstream (the schema lets others through): one it does not
+ * know may change what the provider charges (`service_tier`, `web_search_options`, audio
+ * `modalities`, a router's fallback `models`, a part's `cache_control`) while the payer is billed
+ * the catalog's price for the tokens.
+ */
+const FORWARDED_FIELDS = [
+  'temperature',
+  'top_p',
+  'top_k',
+  'frequency_penalty',
+  'presence_penalty',
+  'stop',
+  'response_format',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'n',
+  'seed',
+  'user',
+] as const satisfies ReadonlyArray<keyof ChatRequest>;
+
+function knownFields(request: ChatRequest): Partial<ChatRequest> {
+  const known: Partial<Record<keyof ChatRequest, unknown>> = {};
+  for (const field of FORWARDED_FIELDS) if (request[field] !== undefined) known[field] = request[field];
+  if (request.tools)
+    known.tools = request.tools.map(({ type, function: { name, description, parameters, strict } }) => ({
+      type,
+      function: { name, description, parameters, strict },
+    }));
+  return known as Partial<ChatRequest>;
+}
+
+/** `developer` goes out as `system`, which every OpenAI-compatible server knows. */
+function knownMessageFields(message: ChatMessage): ChatMessage {
+  const { role, content, name, tool_calls, tool_call_id } = message;
+  return {
+    role: role === 'developer' ? 'system' : role,
+    ...(content !== undefined && {
+      content: Array.isArray(content) ? content.map(knownPartFields) : content,
+    }),
+    ...(name !== undefined && { name }),
+    ...(tool_calls !== undefined && {
+      tool_calls: tool_calls.map(({ id, type, function: fn, extra_content }) => ({
+        id,
+        type,
+        function: { name: fn.name, arguments: fn.arguments },
+        ...(extra_content !== undefined && { extra_content }),
+      })),
+    }),
+    ...(tool_call_id !== undefined && { tool_call_id }),
+  };
+}
+
+function knownPartFields(part: ContentPart): ContentPart {
+  if (part.type === 'text') return { type: 'text', text: part.text };
+  const { url, detail } = part.image_url;
+  return { type: 'image_url', image_url: { url, ...(detail !== undefined && { detail }) } };
 }
 
 function openAICompletion(body: WireCompletion): ProviderCompletion {

@@ -1,3 +1,4 @@
+import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { collect, type Harness, startHarness } from './gateway-harness.js';
 
@@ -81,6 +82,46 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
       outputTokens: 18,
       reasoningTokens: 12,
       exact: true,
+    });
+  });
+
+  test('fields the gateway does not know (they may change what the provider charges) are not sent upstream', async () => {
+    h.local.script({ text: 'Ok.', usage: { prompt_tokens: 5, completion_tokens: 1 } });
+    // Not in the openai client's types: a router's caching hint on a part, its fallback models.
+    const request = {
+      model: MODEL,
+      messages: [
+        { role: 'developer', content: 'Be brief.' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Hi', cache_control: { type: 'ephemeral', ttl: '1h' } },
+            { type: 'image_url', image_url: { url: 'https://x.test/a.png', detail: 'low' } },
+          ],
+        },
+      ],
+      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+      service_tier: 'priority',
+      web_search_options: {},
+      modalities: ['text', 'audio'],
+      models: ['openai/o1-pro'],
+    };
+    await h.client.chat.completions.create(request as unknown as ChatCompletionCreateParamsNonStreaming);
+    expect(h.local.log.at(-1)!.body).toEqual({
+      model: 'meta-llama/Llama-3.1-8B-Instruct',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Hi' },
+            { type: 'image_url', image_url: { url: 'https://x.test/a.png', detail: 'low' } },
+          ],
+        },
+      ],
+      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+      max_tokens: 1024,
+      stream: false,
     });
   });
 
