@@ -90,7 +90,7 @@ export async function buildApp(
   await migrateToLatest(store);
   // Every instance sharing the store sends from the same relayer key: one nonce at a time among them.
   const chain = createChainClient(config.chain, {
-    sendLock: storeSendLock(store),
+    sendLock: storeSendLock(store, config.chain.chainId),
     onceSends: storeOnceSends(store),
   });
   const metrics = createGatewayMetrics({

@@ -28,15 +28,15 @@ export interface RelayerCall {
 }
 
 /**
- * Serializes the sends of one sender address and remembers, between them, the nonce after the last
- * one a node took: in this process, or in the ledger's store, shared by every gateway instance that
- * sends from the same key (a load-balanced RPC may not have seen another instance's send yet).
+ * Serializes the sends of one sender address: in this process, or across every gateway instance
+ * that sends from the same key, which then share the nonce after their last send (a load-balanced
+ * RPC may not have seen another instance's transaction yet).
  */
 export interface SendLock {
   run<T>(sender: Address, send: () => Promise<T>): Promise<T>;
-  /** The nonce after the last one a node took from `sender`; undefined when unknown. */
+  /** The nonce after the last send another holder of the lock made lately; undefined when none. */
   nextNonce(sender: Address): Promise<number | undefined>;
-  /** Remembers it, or (undefined) forgets it: the node's pending count decides alone. */
+  /** Shares it, or (undefined) withdraws it: the node's pending count decides alone. Under `run`. */
   setNextNonce(sender: Address, next: number | undefined): Promise<void>;
 }
 
@@ -190,9 +190,19 @@ export function createRelayer(
   const { lock = processSendLock(), maxFeePerGas: cap, sends = processOnceSends() } = options;
   const sender = account.address;
   const pendingCount = () => client.getTransactionCount({ address: sender, blockTag: 'pending' });
-  // Not remembered, the next send takes the node's pending count alone: a store that cannot be
-  // written must not turn a broadcast that went out into a failure (its settlement would be failed).
-  const remember = (next: number | undefined) => lock.setNextNonce(sender, next).catch(() => undefined);
+  // The nonce after this process's last send: a floor under a node that lags behind it.
+  let counted: number | undefined;
+  // Under the lock. Not shared, the others take their node's count: a store that cannot be written
+  // must not turn a broadcast that went out into a failure (its settlement would be failed).
+  const remember = async (next: number | undefined) => {
+    counted = next;
+    await lock.setNextNonce(sender, next).catch(() => undefined);
+  };
+  const nodeHolds = (hash: Hash) =>
+    client.getTransaction({ hash }).then(
+      () => true,
+      () => false,
+    );
 
   const broadcast = async (raw: Hex): Promise<'sent' | 'known'> => {
     const hash = keccak256(raw);
@@ -225,8 +235,8 @@ export function createRelayer(
       return lock.run(sender, async () => {
         // The remembered nonce is a floor under a node that lags behind the last send; the node's
         // count is one under a send made from the key elsewhere.
-        const [remembered, pending] = await Promise.all([lock.nextNonce(sender), pendingCount()]);
-        const nonce = Math.max(remembered ?? 0, pending);
+        const [shared, pending] = await Promise.all([lock.nextNonce(sender), pendingCount()]);
+        const nonce = Math.max(counted ?? 0, shared ?? 0, pending);
         const signed = await signRecorded({ ...call, ...fees, nonce }, record);
         try {
           await broadcast(signed.raw);
@@ -286,13 +296,13 @@ export function createRelayer(
       );
       const earlier = await sends.get(sender, key);
       if (earlier && Date.now() - earlier.sentAt < staleMs) return earlier.tx;
-      const remember = (tx: SignedTransaction) => sends.put(sender, key, { tx, sentAt: Date.now() });
-      if (!earlier) return relayer.submit(call, remember);
-      const replacement = await relayer.replaceIfUnderpriced(earlier.tx.raw, remember);
+      const keep = (tx: SignedTransaction) => sends.put(sender, key, { tx, sentAt: Date.now() });
+      if (!earlier) return relayer.submit(call, keep);
+      const replacement = await relayer.replaceIfUnderpriced(earlier.tx.raw, keep);
       if (replacement) return replacement;
       await relayer.rebroadcast(earlier.tx.raw);
       // Its wait starts again.
-      await remember(earlier.tx);
+      await keep(earlier.tx);
       return earlier.tx;
     },
 
@@ -300,7 +310,9 @@ export function createRelayer(
       try {
         return await client.waitForTransactionReceipt(args);
       } catch (error) {
-        await remember(undefined);
+        counted = undefined;
+        // A transaction the node lost leaves a gap under the shared nonce; a slow one does not.
+        if (!(await nodeHolds(args.hash))) await lock.run(sender, () => remember(undefined));
         throw error;
       }
     },
@@ -318,41 +330,51 @@ export function createRelayer(
   return relayer;
 }
 
-/** One gateway process sends from the key: nonces are counted here. */
+/** One gateway process sends from the key: nonces are counted in it, nothing is shared. */
 export function processSendLock(): SendLock {
   const mutex = new KeyedMutex();
-  const nextNonces = new Map<Address, number>();
   return {
     run: (sender, send) => mutex.run(sender, send),
-    nextNonce: async (sender) => nextNonces.get(sender),
-    setNextNonce: async (sender, next) => {
-      if (next === undefined) nextNonces.delete(sender);
-      else nextNonces.set(sender, next);
-    },
+    nextNonce: async () => undefined,
+    setNextNonce: async () => {},
   };
 }
 
-/** Sends serialized through the ledger's store (across every gateway instance on PostgreSQL), nonces kept in it. */
-export function storeSendLock(store: Pick<Store, 'db' | 'withLock'>): SendLock {
+/**
+ * How long a shared nonce is taken over the node's count: long enough for a load-balanced RPC's
+ * nodes to see a transaction, short enough that one a node lost (a floor above the chain's
+ * count, a gap nothing is mined behind) or one from before a restart is soon ignored.
+ */
+const SHARED_NONCE_TTL_MS = 30_000;
+
+/** Sends serialized through the ledger's store (across every gateway instance on PostgreSQL), the nonce shared in it. */
+export function storeSendLock(store: Pick<Store, 'db' | 'withLock'>, chainId: number): SendLock {
   return {
     run: (sender, send) => store.withLock(`paygate:sender:${sender}`, send),
     async nextNonce(sender) {
       const row = await store.db
         .selectFrom('relayer_nonces')
         .select('next_nonce')
+        .where('chain_id', '=', BigInt(chainId))
         .where('sender', '=', sender)
+        .where('updated_at', '>=', BigInt(Date.now() - SHARED_NONCE_TTL_MS))
         .executeTakeFirst();
       return row && Number(row.next_nonce);
     },
     async setNextNonce(sender, next) {
       if (next === undefined) {
-        await store.db.deleteFrom('relayer_nonces').where('sender', '=', sender).execute();
+        await store.db
+          .deleteFrom('relayer_nonces')
+          .where('chain_id', '=', BigInt(chainId))
+          .where('sender', '=', sender)
+          .execute();
         return;
       }
+      const values = { next_nonce: BigInt(next), updated_at: BigInt(Date.now()) };
       await store.db
         .insertInto('relayer_nonces')
-        .values({ sender, next_nonce: BigInt(next) })
-        .onConflict((conflict) => conflict.column('sender').doUpdateSet({ next_nonce: BigInt(next) }))
+        .values({ chain_id: chainId, sender, ...values })
+        .onConflict((conflict) => conflict.columns(['chain_id', 'sender']).doUpdateSet(values))
         .execute();
     },
   };

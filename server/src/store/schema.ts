@@ -111,8 +111,10 @@ export interface RelayerSendsTable {
 }
 
 export interface RelayerNoncesTable {
+  chain_id: Int;
   sender: Address;
   next_nonce: Int;
+  updated_at: Millis;
 }
 
 export interface Database {

@@ -12,7 +12,9 @@ import { testDialects, withTestStore } from '../support/db.js';
 let local: LocalChain;
 beforeAll(async () => {
   local = await createLocalChain();
+  // Blocks only when a test mines one: transactions wait in the pool.
   await local.testClient.setAutomine(false);
+  await local.testClient.setIntervalMining({ interval: 0 });
 });
 afterAll(() => local?.stop());
 
@@ -43,7 +45,7 @@ describe.each(testDialects)('relayer nonces kept in the store on %s', (dialect) 
   const call = () => ({ to: local.accounts.treasury.address, data: '0x' as Hex, gas: 21_000n });
   const instance = (client = local.publicClient) =>
     createRelayer(client, privateKeyToAccount(local.accounts.payers[key]!.privateKey), local.chainId, {
-      lock: storeSendLock(store),
+      lock: storeSendLock(store, local.chainId),
     });
 
   test("an instance whose node has not seen the other's send yet takes the next nonce, not the same", async () => {
@@ -52,6 +54,33 @@ describe.each(testDialects)('relayer nonces kept in the store on %s', (dialect) 
     expect(second.nonce).toBe(first.nonce + 1);
     await local.testClient.mine({ blocks: 1 });
     expect([await minedOk(first.hash), await minedOk(second.hash)]).toEqual([true, true]);
+  });
+
+  test("a slow transaction's receipt timeout does not withdraw the shared nonce: the node still holds it", async () => {
+    const first = await instance().submit(call(), async () => {});
+    await expect(instance().waitForReceipt({ hash: first.hash, timeout: 300 })).rejects.toThrow();
+    const second = await instance(laggingNode()).submit(call(), async () => {});
+    expect(second.nonce).toBe(first.nonce + 1);
+    await local.testClient.mine({ blocks: 1 });
+    expect([await minedOk(first.hash), await minedOk(second.hash)]).toEqual([true, true]);
+  });
+
+  test('a shared nonce from longer ago than a node takes to catch up (before a restart) is ignored', async () => {
+    const sender = privateKeyToAccount(local.accounts.payers[key]!.privateKey).address;
+    const pending = await local.publicClient.getTransactionCount({ address: sender, blockTag: 'pending' });
+    await store.db
+      .insertInto('relayer_nonces')
+      .values({ chain_id: local.chainId, sender, next_nonce: pending + 5, updated_at: Date.now() - 60_000 })
+      .onConflict((conflict) =>
+        conflict
+          .columns(['chain_id', 'sender'])
+          .doUpdateSet({ next_nonce: pending + 5, updated_at: Date.now() - 60_000 }),
+      )
+      .execute();
+    const sent = await instance().submit(call(), async () => {});
+    expect(sent.nonce).toBe(pending);
+    await local.testClient.mine({ blocks: 1 });
+    expect(await minedOk(sent.hash)).toBe(true);
   });
 
   test('a send whose receipt never comes (the node lost it) is forgotten: the next send fills its nonce, leaving no gap', async () => {
