@@ -17,6 +17,7 @@ import {
   redeemableSignature,
   verifyDelegationSignature,
 } from './delegation-signature.js';
+import { delegatorCode } from './delegator-account.js';
 import { findSessionByDelegationHash } from './session-records.js';
 
 export interface SessionRequest {
@@ -69,7 +70,7 @@ export function createSessionAuthorizer(
 
       const [code, valid, disabled] = await onChain(() =>
         Promise.all([
-          client.getCode({ address: delegator }),
+          delegatorCode(client, delegator, chain.environment),
           // A signature viem cannot decode (an ERC-6492 or ERC-8010 suffix wrapping nothing) is not valid.
           verifyDelegationSignature(client, domain, accepted.delegation, signature).catch(
             (error: unknown) => {
@@ -80,13 +81,18 @@ export function createSessionAuthorizer(
           isDelegationDisabled(client, chain.environment.DelegationManager, delegationHash),
         ]),
       );
-      if (!code && !deployment)
+      if (code === 'none' && !deployment)
         throw validationError(
           'delegation.delegator',
           'is not a deployed smart account: deploy it, or sign with ERC-6492 (as an undeployed MetaMask smart account does) so the gateway deploys it before the first settlement',
         );
+      if (code === 'other')
+        throw validationError(
+          'delegation.delegator',
+          "must be a MetaMask smart account: the Delegation Framework's DeleGator proxy over one of its implementations, or an EOA delegating to its EIP-7702 DeleGator",
+        );
       if (!valid) throw notTheSignature();
-      if (deployment && !code) await checkDeploymentGas(chain, deployment);
+      if (deployment && code === 'none') await checkDeploymentGas(chain, deployment);
       if (disabled) throw validationError('delegation', 'is disabled in the DelegationManager');
       if (await findSessionByDelegationHash(store, delegationHash))
         throw validationError('delegation.salt', `the delegation ${REPLAYED}`);

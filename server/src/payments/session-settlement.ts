@@ -16,6 +16,7 @@ import {
   type PendingDeployment,
   redeemableSignature,
 } from './delegation-signature.js';
+import { delegatorCode } from './delegator-account.js';
 import {
   awaitReceipt,
   nodeHolds,
@@ -103,7 +104,21 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
   let sent: SignedTransaction;
   try {
     if (redeemable.deployment) await ensureDeployed(deps, session.wallet, redeemable.deployment, owed);
-    const gas = await simulate(deps, call.to, call.data, owed);
+    const [gas, code] = await Promise.all([
+      simulate(deps, call.to, call.data, owed),
+      delegatorCode(deps.chain.publicClient, session.wallet, deps.chain.environment).catch(
+        (error: unknown) => {
+          throw unavailable(error);
+        },
+      ),
+    ]);
+    // Checked at authorization; an account's owner can change its implementation since.
+    if (code !== 'delegator')
+      throw new SettlementRefusedError(
+        'invalid_delegation',
+        'the account is no longer a MetaMask smart account of the Delegation Framework (its code or implementation changed)',
+        owed,
+      );
     sent = await chain.relayer.submit({ ...call, gas }, (tx) =>
       recordSettlementTransaction(store, settlement.id, tx),
     );

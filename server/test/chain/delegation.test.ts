@@ -1,3 +1,4 @@
+import { ERC1967Proxy } from '@metamask/delegation-abis/bytecode';
 import {
   createDelegation,
   createExecution,
@@ -7,7 +8,15 @@ import {
 } from '@metamask/smart-accounts-kit';
 import { DelegationManager } from '@metamask/smart-accounts-kit/contracts';
 import { SIGNABLE_DELEGATION_TYPED_DATA, toDelegationStruct } from '@metamask/smart-accounts-kit/utils';
-import { type Address, encodeFunctionData, erc20Abi } from 'viem';
+import {
+  type Address,
+  concat,
+  encodeAbiParameters,
+  encodeFunctionData,
+  erc20Abi,
+  type Hex,
+  keccak256,
+} from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   createLocalChain,
@@ -18,6 +27,7 @@ import {
   type PayerAccount,
   usdcBalance,
 } from '../../devkit/chain/index.js';
+import { DELEGATOR_PROXY_CODE_HASH } from '../../src/payments/delegator-account.js';
 
 let local: LocalChain;
 let gateway: LocalWalletClient;
@@ -128,5 +138,21 @@ describe('a delegation from a payer smart account to the gateway key', () => {
   test('an expired delegation cannot be redeemed', async () => {
     const expired = await signedGrant(Math.floor(Date.now() / 1000) - 60);
     await expect(redeem(expired, 1n)).rejects.toThrow('TimestampEnforcer:expired-delegation');
+  });
+});
+
+describe('a MetaMask smart account, deployed', () => {
+  test("is the kit's ERC-1967 proxy, whose code hash the gateway checks accounts against", async () => {
+    const implementation = local.environment.implementations.HybridDeleGatorImpl as Address;
+    // Creation code run without a target: the node answers with the code it would deploy.
+    const { data: proxyCode } = await local.publicClient.call({
+      data: concat([
+        ERC1967Proxy as Hex,
+        encodeAbiParameters([{ type: 'address' }, { type: 'bytes' }], [implementation, '0x']),
+      ]),
+    });
+    expect(keccak256(proxyCode as Hex)).toBe(DELEGATOR_PROXY_CODE_HASH);
+    const deployed = await local.publicClient.getCode({ address: payer.address });
+    expect(keccak256(deployed as Hex)).toBe(DELEGATOR_PROXY_CODE_HASH);
   });
 });

@@ -1,6 +1,6 @@
 import { ERC1967Proxy, SimpleFactory } from '@metamask/delegation-abis';
 import { ERC1967Proxy as ERC1967ProxyBytecode } from '@metamask/delegation-abis/bytecode';
-import type { Caveat } from '@metamask/smart-accounts-kit';
+import { type Caveat, Implementation, toMetaMaskSmartAccount } from '@metamask/smart-accounts-kit';
 import {
   type Address,
   concat,
@@ -14,10 +14,14 @@ import {
   serializeErc6492Signature,
   toHex,
 } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, describe, expect, onTestFinished, test } from 'vitest';
-import type { LocalChain, PayerAccount } from '../../devkit/chain/index.js';
+import { type LocalChain, mintUsdc, type PayerAccount } from '../../devkit/chain/index.js';
+import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/InertDelegator.js';
+import type { ContractArtifact } from '../../devkit/contracts/compile.js';
 import { buildApp } from '../../src/app.js';
 import {
+  authorizeWithSmartAccount,
   buildSessionDelegation,
   fetchTerms,
   GatewayError,
@@ -87,6 +91,12 @@ function delegationFor(account: PayerAccount, overrides: { cap?: bigint; expires
 
 const sign = (account: PayerAccount, delegation: UnsignedDelegation) =>
   signSessionDelegation(account.account, delegation, terms);
+
+/** A contract of the devkit, deployed. */
+async function deployedContract(contract: ContractArtifact): Promise<Address> {
+  const hash = await local.deployer.deployContract({ abi: contract.abi, bytecode: contract.bytecode });
+  return (await local.publicClient.waitForTransactionReceipt({ hash })).contractAddress as Address;
+}
 
 /** JWT claims, read the way any client can (no verification). */
 function claimsOf(token: string): { sub: string; sid: string; exp: number } {
@@ -441,6 +451,73 @@ describe('POST /v1/authorize', () => {
     expect((error as Error).message).toMatch(/needing \d+ gas to deploy/);
     const usual = await newPayer(local, 5, { salt: 13, deploy: false, passkeys: 1 });
     expect((await authorize(gateway, usual)).wallet).toBe(usual.address);
+  });
+
+  test('400 for a deployed contract that is not a MetaMask smart account, or a DeleGator proxy over another contract', async () => {
+    // It answers any signature: the signature check alone would let it in.
+    const inert = await deployedContract(inertDelegator);
+    const inertDelegation = buildSessionDelegation({
+      terms,
+      delegator: inert,
+      cap: 1_000_000n,
+      expiresAt: new Date(Date.now() + 3_600_000),
+    });
+    const anyCode = await post(
+      { chainId: local.chainId, delegation: inertDelegation },
+      `0x${'00'.repeat(65)}`,
+    );
+    expect(`${anyCode.status} ${anyCode.body.error.field}`).toBe('400 delegation.delegator');
+    expect(anyCode.body.error.message).toMatch(/must be a MetaMask smart account/);
+
+    const upgraded = await newPayer(local, 3, { salt: 31 });
+    await local.testClient.setStorageAt({
+      address: upgraded.address,
+      index: '0x360894a13ba1a3210667c828492db98dca3e2076cc3735a920a3ca505d382bbc',
+      value: pad(inert, { size: 32 }),
+    });
+    const delegation = delegationFor(upgraded);
+    const overOther = await post({ chainId: local.chainId, delegation }, await sign(upgraded, delegation));
+    expect(`${overOther.status} ${overOther.body.error.field}`).toBe('400 delegation.delegator');
+  });
+
+  test("an EOA delegating (EIP-7702) to the framework's stateless DeleGator authorizes a session and pays from it; one delegating elsewhere is refused", async () => {
+    const owner = privateKeyToAccount(local.accounts.payers[6]!.privateKey);
+    const delegateTo = (contract: Address) =>
+      local.testClient.setCode({ address: owner.address, bytecode: concat(['0xef0100', contract]) });
+    onTestFinished(() => local.testClient.setCode({ address: owner.address, bytecode: '0x' }));
+    await delegateTo(local.environment.implementations.EIP7702StatelessDeleGatorImpl as Address);
+    await mintUsdc(local, owner.address, 1_000_000n);
+    const account = await toMetaMaskSmartAccount({
+      client: local.publicClient,
+      implementation: Implementation.Stateless7702,
+      address: owner.address,
+      signer: { account: owner },
+      environment: local.environment,
+    });
+    const session = await authorizeWithSmartAccount({
+      gatewayUrl: gateway.url,
+      smartAccount: account,
+      cap: 1_000_000n,
+      expiresAt: new Date(Date.now() + 3_600_000),
+    });
+    expect(session.wallet).toBe(owner.address);
+    const client = openaiFor(gateway, session.token);
+    anthropic.script({ text: 'one', usage: { input_tokens: 10, output_tokens: 2 } }, { text: 'two' });
+    await chat(client);
+    const paid = await client.chat.completions
+      .create({ model: 'anthropic/claude-sonnet-4.5', messages: [{ role: 'user', content: 'hi' }] })
+      .withResponse();
+    expect(paid.response.headers.get('x-settlement-amount')).toBe('66');
+
+    await delegateTo(local.environment.DelegationManager);
+    const delegation = buildSessionDelegation({
+      terms,
+      delegator: owner.address,
+      cap: 1_000_000n,
+      expiresAt: new Date(Date.now() + 3_600_000),
+    });
+    const elsewhere = await post({ chainId: local.chainId, delegation }, `0x${'00'.repeat(65)}`);
+    expect(`${elsewhere.status} ${elsewhere.body.error.field}`).toBe('400 delegation.delegator');
   });
 
   test('the client helper reports refusals as GatewayError with the field', async () => {

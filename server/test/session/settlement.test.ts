@@ -18,12 +18,7 @@ import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/Ine
 import type { ContractArtifact } from '../../devkit/contracts/compile.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
-import {
-  type AuthorizedSession,
-  authorizeSession,
-  buildSessionDelegation,
-  fetchTerms,
-} from '../../src/client/index.js';
+import type { AuthorizedSession } from '../../src/client/index.js';
 import {
   type AnthropicStep,
   authorize,
@@ -89,29 +84,19 @@ async function lastSettlement(payer: Address): Promise<Settlement> {
   return settlement;
 }
 
-/**
- * A contract of the devkit deployed as a "delegator" (it answers any signature), and a session it
- * authorized with a signature of zeros.
- */
-async function contractDelegatorSession(contract: ContractArtifact, args: readonly unknown[]) {
-  const deployed = await local.deployer.deployContract({
-    abi: contract.abi,
-    bytecode: contract.bytecode,
-    args,
+/** A contract of the devkit, deployed. */
+async function deployed(contract: ContractArtifact, args: readonly unknown[]): Promise<Address> {
+  const hash = await local.deployer.deployContract({ abi: contract.abi, bytecode: contract.bytecode, args });
+  return (await local.publicClient.waitForTransactionReceipt({ hash })).contractAddress as Address;
+}
+
+/** What an upgrade by the account's owner does: its ERC-1967 proxy now runs `implementation`. */
+async function upgradeTo(account: Address, implementation: Address): Promise<void> {
+  await local.testClient.setStorageAt({
+    address: account,
+    index: '0x360894a13ba1a3210667c828492db98dca3e2076cc3735a920a3ca505d382bbc',
+    value: pad(implementation, { size: 32 }),
   });
-  const delegator = (await local.publicClient.waitForTransactionReceipt({ hash: deployed }))
-    .contractAddress as Address;
-  const session = await authorizeSession({
-    gatewayUrl: gateway.url,
-    delegation: buildSessionDelegation({
-      terms: await fetchTerms(gateway.url),
-      delegator,
-      cap: 1_000_000n,
-      expiresAt: new Date(Date.now() + 3_600_000),
-    }),
-    signature: `0x${'00'.repeat(65)}`,
-  });
-  return { delegator, session };
 }
 
 /** The USDC transfers a transaction made. */
@@ -372,32 +357,35 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
     expect(refused.body.error).toMatchObject({ details: { reason: 'revoked' } });
   });
 
-  test('a delegator that accepts any signature and executes nothing: the redemption succeeds, pays nothing, and is not taken for a payment', async () => {
-    const { delegator, session } = await contractDelegatorSession(inertDelegator, []);
-    const refused = await refusedAfterDebt(session, { address: delegator } as PayerAccount);
-    expect(refused.body.error).toMatchObject({
-      code: 'payment_required',
-      details: { reason: 'not_paid', owedAtomic: '66' },
-    });
-    // Its transaction is on chain and succeeded, yet the settlement is failed: nothing was paid.
-    const failed = await lastSettlement(delegator);
-    const receipt = await local.publicClient.getTransactionReceipt({ hash: failed.txHash as Hash });
-    expect(receipt.status).toBe('success');
-    expect(failed.failureReason).toMatch(/moved no USDC/);
-  });
-
-  test('a delegator whose signature check burns more gas than a settlement may cost is refused before anything is sent', async () => {
-    const { delegator, session } = await contractDelegatorSession(gasHungryDelegator, [30_000n]);
+  test('an account whose implementation its owner changed since authorization, to one outside the framework: refused before anything is sent', async () => {
+    const { payer, session } = await newSession(5, { salt: 21 });
+    // It answers any signature and executes nothing: a redemption would succeed and pay nothing.
+    const inert = await deployed(inertDelegator, []);
     const relayer = local.accounts.gateway.address;
     const sent = await local.publicClient.getTransactionCount({ address: relayer });
-    const refused = await refusedAfterDebt(session, { address: delegator } as PayerAccount);
+    const refused = await refusedAfterDebt(session, payer, () => upgradeTo(payer.address, inert));
+    expect(refused.body.error).toMatchObject({
+      code: 'payment_required',
+      details: { reason: 'invalid_delegation', owedAtomic: '66' },
+    });
+    expect(refused.body.error.message).toMatch(/no longer a MetaMask smart account/);
+    expect(await local.publicClient.getTransactionCount({ address: relayer })).toBe(sent);
+    expect(await lastSettlement(payer.address)).toMatchObject({ status: 'failed', txHash: null });
+  });
+
+  test('an account whose signature check burns more gas than a settlement may cost is refused before anything is sent', async () => {
+    const { payer, session } = await newSession(6, { salt: 22 });
+    const hungry = await deployed(gasHungryDelegator, [30_000n]);
+    const relayer = local.accounts.gateway.address;
+    const sent = await local.publicClient.getTransactionCount({ address: relayer });
+    const refused = await refusedAfterDebt(session, payer, () => upgradeTo(payer.address, hungry));
     expect(refused.body.error).toMatchObject({
       code: 'payment_required',
       details: { reason: 'invalid_delegation', owedAtomic: '66' },
     });
     expect(refused.body.error.message).toMatch(/its redemption needs \d+ gas/);
     expect(await local.publicClient.getTransactionCount({ address: relayer })).toBe(sent);
-    expect(await lastSettlement(delegator)).toMatchObject({ status: 'failed', txHash: null });
+    expect(await lastSettlement(payer.address)).toMatchObject({ status: 'failed', txHash: null });
   });
 });
 
