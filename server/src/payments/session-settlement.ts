@@ -30,6 +30,7 @@ import type { SessionRecord } from './session-records.js';
 import {
   refusalFromRevert,
   SettlementRefusedError,
+  SettlementRevertedError,
   SettlementUnavailableError,
 } from './settlement-errors.js';
 
@@ -156,10 +157,7 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
   const final = await settleFromReceipt(deps, settlement, receipt);
   // Its simulation passed: a revert on chain says the state moved meanwhile (or the gateway's gas
   // fell short), not what the payer must fix. The next attempt simulates again and tells which.
-  if (receipt.status !== 'success')
-    throw new SettlementUnavailableError(
-      `settlement ${sent.hash} reverted on chain after its simulation passed; nothing was paid; retry`,
-    );
+  if (receipt.status !== 'success') throw new SettlementRevertedError(sent.hash);
   if (final.status !== 'confirmed') throw new SettlementRefusedError('not_paid', undefined, owed);
   return {
     settlementId: settlement.id,
@@ -283,6 +281,8 @@ async function ensureDeployed(
 
 function settlementOutcome(error: unknown): SettlementOutcome {
   if (error instanceof SettlementRefusedError) return 'refused';
+  // Failed for good (the outbox has nothing left to finish), though the payer is told to retry.
+  if (error instanceof SettlementRevertedError) return 'failed';
   return error instanceof SettlementUnavailableError ? 'unavailable' : 'failed';
 }
 

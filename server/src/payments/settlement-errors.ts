@@ -45,6 +45,17 @@ export class SettlementUnavailableError extends Error {
   }
 }
 
+/**
+ * The settlement's transaction passed its simulation and reverted on chain: failed, nothing paid.
+ * Retryable (the state moved meanwhile), and the next attempt's simulation says what the payer must fix.
+ */
+export class SettlementRevertedError extends SettlementUnavailableError {
+  constructor(hash: string) {
+    super(`settlement ${hash} reverted on chain after its simulation passed; nothing was paid; retry`);
+    this.name = 'SettlementRevertedError';
+  }
+}
+
 // OpenZeppelin's token errors (the test USDC; USDC itself reverts with strings).
 const tokenErrors = parseAbi([
   'error ERC20InsufficientBalance(address sender, uint256 balance, uint256 needed)',
