@@ -89,6 +89,23 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
     return { status: 400, message: 'There was an error parsing the body' };
   if (!Array.isArray(body.messages)) return { status: 400, message: 'messages: Field required' };
   if (!Number.isInteger(body.max_tokens)) return { status: 400, message: 'max_tokens: Field required' };
+  return toolResultsAfterOtherContent(body.messages);
+}
+
+/** Anthropic wants a user turn's tool_result blocks before any other block of it. */
+function toolResultsAfterOtherContent(
+  messages: Array<{ role?: unknown; content?: unknown }>,
+): ScriptedHttpError | undefined {
+  for (const [i, message] of messages.entries()) {
+    if (message.role !== 'user' || !Array.isArray(message.content)) continue;
+    const types = message.content.map((block: { type?: unknown }) => block.type);
+    const firstOther = types.findIndex((type) => type !== 'tool_result');
+    if (firstOther >= 0 && types.lastIndexOf('tool_result') > firstOther)
+      return {
+        status: 400,
+        message: `messages.${i}: tool_result blocks must come first in the content of a user message, before any other block`,
+      };
+  }
   return undefined;
 }
 

@@ -122,7 +122,9 @@ function anthropicToolChoice(choice: ToolChoice, oneCallOnly: boolean): Record<s
 
 /**
  * System (and developer) messages go to `system`; tool results become `tool_result` blocks of a user
- * turn; consecutive turns of one role are merged, since Anthropic wants them alternating.
+ * turn; consecutive turns of one role are merged, since Anthropic wants them alternating, and a
+ * user turn's tool results come first in it, as Anthropic requires (a user message sent between
+ * two tool results, such as a screenshot, follows them).
  */
 export function anthropicMessages(messages: ChatMessage[]): {
   system: TextBlock[];
@@ -144,6 +146,12 @@ export function anthropicMessages(messages: ChatMessage[]): {
     else turns.push({ role, content: blocks });
   });
   if (turns.length === 0) throw noTurnsError();
+  for (const turn of turns)
+    if (turn.role === 'user')
+      turn.content = [
+        ...turn.content.filter((block) => block.type === 'tool_result'),
+        ...turn.content.filter((block) => block.type !== 'tool_result'),
+      ];
   return { system, messages: turns };
 }
 

@@ -388,4 +388,32 @@ describe('Anthropic behind /v1/chat/completions', () => {
     ]);
     expect(lastSent().body.tool_choice).toEqual({ type: 'auto' });
   });
+
+  test("a user message between two tool results (an agent's screenshot) follows both in the merged turn", async () => {
+    const call = (id: string) => ({
+      id,
+      type: 'function' as const,
+      function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
+    });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        { role: 'user', content: 'Look twice.' },
+        { role: 'assistant', content: null, tool_calls: [call('toolu_a'), call('toolu_b')] },
+        { role: 'tool', tool_call_id: 'toolu_a', content: 'rain' },
+        { role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x.test/screen.png' } }] },
+        { role: 'tool', tool_call_id: 'toolu_b', content: 'snow' },
+      ],
+      tools: [weatherTool],
+    });
+    expect(answer.choices[0]?.finish_reason).toBeDefined();
+    expect(lastSent().body.messages.at(-1)).toEqual({
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'toolu_a', content: 'rain' },
+        { type: 'tool_result', tool_use_id: 'toolu_b', content: 'snow' },
+        { type: 'image', source: { type: 'url', url: 'https://x.test/screen.png' } },
+      ],
+    });
+  });
 });
