@@ -82,6 +82,7 @@ export async function buildApp(
     timeouts: {
       connectMs: config.limits.upstreamConnectTimeoutMs,
       responseMs: config.limits.upstreamTimeoutMs,
+      completionMs: config.limits.upstreamCompletionTimeoutMs,
     },
     env: process.env,
   });
@@ -249,7 +250,12 @@ export async function buildApp(
     revoke: (sessionId) => revokeSession(store, sessionId),
     owedAtomic: async (wallet) => (await debtOf(store, wallet)).owedAtomic,
   });
-  await app.register(chatRoute, { catalog, defaultModel: config.defaultModel, chat: parts.chat });
+  await app.register(chatRoute, {
+    catalog,
+    defaultModel: config.defaultModel,
+    chat: parts.chat,
+    drainMs: config.limits.upstreamDrainMs,
+  });
   await app.register(graphqlRoutes, { store, adminToken: config.adminToken });
   if (config.webDir) await installWebRoute(app, config.webDir);
   return app;

@@ -10,17 +10,31 @@ export interface ChatRouteOptions {
   catalog: Catalog;
   defaultModel: string;
   chat: ChatService;
+  /** How long the provider's answer is still read after the client went away (UPSTREAM_DRAIN_MS). */
+  drainMs: number;
 }
 
 export default async function chatRoute(app: FastifyInstance, options: ChatRouteOptions) {
+  // Closing the server waits for answers still written, not for those read on after their client
+  // left: those are waited for here, before the ledger closes (this hook runs before the app's).
+  const running = new Set<Promise<unknown>>();
+  app.addHook('onClose', async () => {
+    await Promise.allSettled([...running]);
+  });
   app.post<{ Body: ChatRequest }>(
     '/v1/chat/completions',
     { schema: { body: chatRequestSchema } },
     async (request, reply) => {
       const { model } = resolveChatRequest(request.body, options.catalog, options.defaultModel);
-      const cancel = new AbortController();
+      const clientGone = new AbortController();
+      const cut = new AbortController();
+      let drain: NodeJS.Timeout | undefined;
       reply.raw.on('close', () => {
-        if (!reply.raw.writableFinished) cancel.abort();
+        if (reply.raw.writableFinished) return;
+        clientGone.abort();
+        // The provider bills what it generates: its answer is read on (and billed exactly) for a
+        // while, so a client leaving just before the end does not take it unbilled.
+        drain = setTimeout(() => cut.abort(), options.drainMs);
       });
       const input: ChatInput = {
         request: request.body,
@@ -28,20 +42,26 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
         headers: request.headers,
         url: request.url,
         requestId: request.id,
-        signal: cancel.signal,
+        clientGone: clientGone.signal,
+        signal: cut.signal,
         log: request.log,
         response: {
           headers: (values) => reply.headers(values),
           openStream: () => openEventStream(reply),
         },
       };
+      const handled = options.chat.handle(input);
+      running.add(handled);
       try {
-        const body = await options.chat.handle(input);
+        const body = await handled;
         return body === undefined ? reply : reply.send(body);
       } catch (error) {
-        if (!cancel.signal.aborted) throw error;
+        if (!clientGone.signal.aborted) throw error;
         request.log.info('the client went away before its answer');
         return reply.hijack();
+      } finally {
+        running.delete(handled);
+        clearTimeout(drain);
       }
     },
   );

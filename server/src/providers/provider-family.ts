@@ -50,7 +50,7 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
 
   return {
     prepareCompletion(call) {
-      const request = { ...family.request(call, false), signal: call.signal };
+      const request = { ...family.request(call, false), signal: call.signal, whole: true };
       return async () => {
         const body = await upstream.post(request);
         try {

@@ -6,6 +6,11 @@ export interface UpstreamTimeouts {
   connectMs: number;
   /** Until the response headers, and the longest pause between two body chunks. */
   responseMs: number;
+  /**
+   * Until the headers of a whole (non-streamed) answer: providers send them once it is generated,
+   * which takes minutes for a long one (the providers' own clients wait 10).
+   */
+  completionMs: number;
 }
 
 export interface UpstreamRequest {
@@ -14,6 +19,8 @@ export interface UpstreamRequest {
   headers: Record<string, string>;
   body: unknown;
   signal: AbortSignal;
+  /** A non-streamed answer: its headers come once it is generated (`completionMs`). */
+  whole?: boolean;
 }
 
 /** A body being received; iterate it for chunks. Errors while reading are raw undici errors. */
@@ -49,8 +56,14 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
           headers: { 'content-type': 'application/json', accept: '*/*', ...request.headers },
           body: JSON.stringify(request.body),
           signal: request.signal,
+          ...(request.whole && { headersTimeout: timeouts.completionMs }),
         });
       } catch (error) {
+        if (request.whole && error instanceof errors.HeadersTimeoutError && !request.signal.aborted)
+          throw new ProviderError(`${name} did not answer within ${timeouts.completionMs} ms`, undefined, {
+            timeout: true,
+            cause: error,
+          });
         throw failure(error, request.signal);
       }
       if (response.statusCode < 300) return response.body;

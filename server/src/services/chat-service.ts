@@ -32,7 +32,12 @@ export interface ChatInput {
   /** The served URL (x402 `resource`). */
   url: string;
   requestId: string;
-  /** Aborted when the client goes away; cancels the upstream call. */
+  /** Aborted when the client goes away: nothing more is written to it. */
+  clientGone: AbortSignal;
+  /**
+   * Cancels the upstream call: aborted a while after the client went away (UPSTREAM_DRAIN_MS),
+   * since the provider bills what it generates and its answer, read to its end, is billed exactly.
+   */
   signal: AbortSignal;
   log: ChatLog;
   response: ChatResponse;
@@ -125,10 +130,11 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     sink: EventSink,
     chunks: StreamChunks,
     upstream: ProviderStream,
+    clientGone: AbortSignal,
   ): Promise<{ failure?: unknown }> => {
     try {
       await sink.send(chunks.opening());
-      for await (const parts of upstream) await sink.send(...parts.map(chunks.part));
+      for await (const parts of upstream) if (!clientGone.aborted) await sink.send(...parts.map(chunks.part));
       return {};
     } catch (error) {
       return { failure: error };
@@ -164,21 +170,29 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     }
     const chunks = streamChunks(answerIdentity(input.model.id));
     const sink = input.response.openStream();
-    const { failure } = await relay(sink, chunks, upstream);
+    const { failure } = await relay(sink, chunks, upstream, input.clientGone);
     const usage = upstream.usage();
     let cost: StatedCost;
     try {
       cost = await record(input, admission, usage);
     } catch (error) {
-      if (!input.signal.aborted) await sink.send(JSON.stringify({ error: (error as ApiError).toBody() }));
+      if (!input.clientGone.aborted) await sink.send(JSON.stringify({ error: (error as ApiError).toBody() }));
       return sink.close(false);
     }
     if (failure === undefined) {
+      if (input.clientGone.aborted)
+        return input.log.info(
+          { usage },
+          'the client went away during the stream; its whole answer was billed',
+        );
       await sink.send(chunks.usage(usage, cost));
       return sink.close(true);
     }
-    if (input.signal.aborted) {
-      input.log.info({ usage }, 'the client went away during the stream; the upstream call was cancelled');
+    if (input.clientGone.aborted) {
+      input.log.info(
+        { usage },
+        'the client went away during the stream; the upstream call was cut before its end, billed as far as counted',
+      );
     } else {
       let error = providerFailure(failure, input.model);
       if (error === undefined) {

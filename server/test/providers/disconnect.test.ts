@@ -3,10 +3,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
 import { type Harness, startHarness } from './gateway-harness.js';
 
-/** Upstream timeouts far beyond the waits below: any cancellation seen here is the client's doing. */
+/**
+ * Upstream timeouts far beyond the waits below: any cancellation seen here is the client's doing,
+ * UPSTREAM_DRAIN_MS after it went away.
+ */
+const DRAIN_MS = 1_000;
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness({ upstreamTimeoutMs: 120_000 });
+  h = await startHarness({ upstreamTimeoutMs: 120_000, upstreamDrainMs: DRAIN_MS });
 });
 afterAll(() => h.close());
 beforeEach(() => {
@@ -16,7 +20,56 @@ beforeEach(() => {
 const WAIT = { timeout: 10_000 };
 
 describe('a client that goes away', () => {
-  test('mid-stream: the Anthropic call is cancelled and billed as far as Anthropic counted, not exact', async () => {
+  test('mid-stream: the answer is read to its end (the provider bills it all) and billed exactly', async () => {
+    h.anthropic.script({
+      text: ['first ', 'second ', 'third'],
+      usage: { input_tokens: 33, output_tokens: 50 },
+      delayMs: 30,
+    });
+    const stream = await h.client.chat.completions.create({
+      model: 'anthropic/claude-sonnet-4.5',
+      messages: [{ role: 'user', content: 'Count.' }],
+      stream: true,
+    });
+    for await (const chunk of stream) if (chunk.choices[0]?.delta.content) break; // aborts the HTTP request
+
+    await vi.waitFor(() => expect(h.recorder.entries).toHaveLength(1), WAIT);
+    expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 33, outputTokens: 50, exact: true });
+    expect(h.anthropic.log.at(-1)!.abortedAt).toBeUndefined();
+    await vi.waitFor(() => expect(h.gate.released).toBe(h.gate.admitted.length), WAIT);
+  });
+
+  test('a gateway closing while an answer is read on after its client left waits for it to be billed', async () => {
+    const own = await startHarness({ upstreamTimeoutMs: 120_000, upstreamDrainMs: 10_000 });
+    try {
+      // A ledger write that takes a while: closing must wait for it, not just for the provider.
+      const record = own.recorder.record.bind(own.recorder);
+      own.recorder.record = async (entry) => {
+        await sleep(300);
+        return record(entry);
+      };
+      own.anthropic.script({
+        text: ['a ', 'b ', 'c ', 'd'],
+        usage: { input_tokens: 9, output_tokens: 4 },
+        delayMs: 100,
+      });
+      const stream = await own.client.chat.completions.create({
+        model: 'anthropic/claude-sonnet-4.5',
+        messages: [{ role: 'user', content: 'Count.' }],
+        stream: true,
+      });
+      for await (const chunk of stream) if (chunk.choices[0]?.delta.content) break;
+      await vi.waitFor(() => expect(own.gate.admitted.length).toBe(1), WAIT);
+      await own.app.close();
+      expect(own.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+        { outputTokens: 4, exact: true },
+      ]);
+    } finally {
+      await own.close();
+    }
+  });
+
+  test('mid-stream, an answer still going UPSTREAM_DRAIN_MS later: the call is cut and billed as far as Anthropic counted, not exact', async () => {
     h.anthropic.script({
       text: ['first ', 'second ', 'third'],
       usage: { input_tokens: 33, cache_read_input_tokens: 4, output_tokens: 50 },
@@ -30,7 +83,9 @@ describe('a client that goes away', () => {
     for await (const chunk of stream) if (chunk.choices[0]?.delta.content) break; // aborts the HTTP request
 
     const upstream = h.anthropic.log.at(-1)!;
+    const left = Date.now();
     await vi.waitFor(() => expect(upstream.abortedAt).toBeDefined(), WAIT);
+    expect(Date.now() - left).toBeGreaterThanOrEqual(DRAIN_MS - 50);
     await vi.waitFor(() => expect(h.recorder.entries).toHaveLength(1), WAIT);
     expect(h.recorder.entries[0]!.usage).toEqual({
       inputTokens: 33,
@@ -61,7 +116,26 @@ describe('a client that goes away', () => {
     expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 21, outputTokens: 2, exact: false });
   });
 
-  test('before a whole answer: the upstream call is cancelled; nothing is known, so nothing is recorded', async () => {
+  test('before a whole answer that comes within UPSTREAM_DRAIN_MS: it is recorded, exactly', async () => {
+    h.anthropic.script({ text: 'late', usage: { input_tokens: 12, output_tokens: 7 }, delayMs: 300 });
+    const before = h.anthropic.log.length;
+    const controller = new AbortController();
+    const pending = h.client.chat.completions
+      .create(
+        { model: 'anthropic/claude-sonnet-4.5', messages: [{ role: 'user', content: 'Slow.' }] },
+        { signal: controller.signal },
+      )
+      .catch((error: unknown) => error);
+    await vi.waitFor(() => expect(h.anthropic.log.length).toBe(before + 1), WAIT);
+    controller.abort();
+    expect(await pending).toBeInstanceOf(Error);
+
+    await vi.waitFor(() => expect(h.recorder.entries).toHaveLength(1), WAIT);
+    expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 12, outputTokens: 7, exact: true });
+    expect(h.anthropic.log.at(-1)!.abortedAt).toBeUndefined();
+  });
+
+  test('before a whole answer that never comes: the upstream call is cut; nothing is known, so nothing is recorded', async () => {
     h.anthropic.script({ hang: true });
     const before = h.anthropic.log.length;
     const controller = new AbortController();

@@ -10,11 +10,15 @@ import { type Harness, startHarness } from './gateway-harness.js';
 const CLAUDE = 'anthropic/claude-haiku-4.5';
 const GEMINI = 'google/gemini-2.5-pro';
 const UPSTREAM_TIMEOUT_MS = 1000;
+const COMPLETION_TIMEOUT_MS = 4000;
 const hi = [{ role: 'user' as const, content: 'Hi' }];
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness({ upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS });
+  h = await startHarness({
+    upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
+    upstreamCompletionTimeoutMs: COMPLETION_TIMEOUT_MS,
+  });
 });
 afterAll(() => h.close());
 beforeEach(() => {
@@ -98,13 +102,27 @@ describe('upstream failures before the answer began', () => {
     });
   });
 
-  test('an upstream that never answers is a 504 after the configured timeout, and the call is dropped', async () => {
+  // undici checks its timeouts about once a second: twice the response timeout, and more, is past it for sure.
+  test('a whole answer taking longer than UPSTREAM_TIMEOUT_MS to generate is waited for (its headers come at its end)', async () => {
+    h.gemini.script({
+      text: 'Long thought.',
+      usage: { promptTokenCount: 4 },
+      delayMs: 2 * UPSTREAM_TIMEOUT_MS + 500,
+    });
+    const answer = await h.client.chat.completions.create({ model: GEMINI, messages: hi });
+    expect(answer.choices[0]?.message.content).toBe('Long thought.');
+  });
+
+  test('an upstream that never answers is a 504 after UPSTREAM_COMPLETION_TIMEOUT_MS, and the call is dropped', async () => {
     h.gemini.script({ hang: true });
     const error = await failure(h.client.chat.completions.create({ model: GEMINI, messages: hi }));
     expect(error.status).toBe(504);
     expect(error.error).toMatchObject({
       code: 'provider_error',
-      details: { upstreamStatus: null, upstreamMessage: `google sent nothing for ${UPSTREAM_TIMEOUT_MS} ms` },
+      details: {
+        upstreamStatus: null,
+        upstreamMessage: `google did not answer within ${COMPLETION_TIMEOUT_MS} ms`,
+      },
     });
     await vi.waitFor(() => expect(h.gemini.log.at(-1)!.abortedAt).toBeDefined());
     expect(h.recorder.entries).toEqual([]);
