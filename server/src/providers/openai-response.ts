@@ -46,8 +46,9 @@ export function chatCompletion(
  */
 export interface StreamChunks {
   opening(): string;
-  part(part: StreamPart): string;
-  /** The last chunk: no choices, the usage and what it cost. */
+  /** A part; the finish carries the usage and what it cost when given (no `include_usage` asked). */
+  part(part: StreamPart, stated?: { usage: TokenUsage; cost: unknown }): string;
+  /** The last chunk when `stream_options.include_usage` is asked: no choices, the usage and what it cost. */
   usage(usage: TokenUsage, cost: unknown): string;
 }
 
@@ -59,10 +60,13 @@ export function streamChunks(identity: AnswerIdentity): StreamChunks {
     `${head}[{"index":0,"delta":${delta},"finish_reason":${finishReason},"logprobs":null}]}`;
   return {
     opening: () => choice('{"role":"assistant","content":""}', 'null'),
-    part: (part) =>
-      part.type === 'finish'
-        ? choice('{}', JSON.stringify(part.finishReason))
-        : choice(JSON.stringify(deltaOf(part)), 'null'),
+    part: (part, stated) => {
+      if (part.type !== 'finish') return choice(JSON.stringify(deltaOf(part)), 'null');
+      const finish = choice('{}', JSON.stringify(part.finishReason));
+      return stated
+        ? `${finish.slice(0, -1)},"usage":${JSON.stringify(toOpenAIUsage(stated.usage, stated.cost))}}`
+        : finish;
+    },
     usage: (usage, cost) => `${head}[],"usage":${JSON.stringify(toOpenAIUsage(usage, cost))}}`,
   };
 }

@@ -15,6 +15,7 @@ import {
   type ProviderCompletion,
   ProviderError,
   type ProviderStream,
+  type StreamPart,
   UntranslatableRequestError,
 } from '../providers/types.js';
 import type { Admission, PaymentGate, StatedCost, UsageRecorder } from './chat-contracts.js';
@@ -125,19 +126,28 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     return cost;
   };
 
-  /** Streams the upstream's parts to the client; returns what ended it early, if anything did. */
+  /**
+   * Streams the upstream's parts to the client but the finish, which is held back to state the
+   * usage and its cost once recorded; returns it, and what ended the stream early, if anything did.
+   */
   const relay = async (
     sink: EventSink,
     chunks: StreamChunks,
     upstream: ProviderStream,
     clientGone: AbortSignal,
-  ): Promise<{ failure?: unknown }> => {
+  ): Promise<{ finish?: StreamPart; failure?: unknown }> => {
+    let finish: StreamPart | undefined;
     try {
       await sink.send(chunks.opening());
-      for await (const parts of upstream) if (!clientGone.aborted) await sink.send(...parts.map(chunks.part));
-      return {};
+      for await (const parts of upstream) {
+        const relayed = parts.filter((part) => part.type !== 'finish');
+        finish = parts.find((part) => part.type === 'finish') ?? finish;
+        if (!clientGone.aborted && relayed.length > 0)
+          await sink.send(...relayed.map((part) => chunks.part(part)));
+      }
+      return { finish };
     } catch (error) {
-      return { failure: error };
+      return { finish, failure: error };
     }
   };
 
@@ -170,13 +180,15 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     }
     const chunks = streamChunks(answerIdentity(input.model.id));
     const sink = input.response.openStream();
-    const { failure } = await relay(sink, chunks, upstream, input.clientGone);
+    const { finish, failure } = await relay(sink, chunks, upstream, input.clientGone);
     const usage = upstream.usage();
+    const held = finish ? [chunks.part(finish)] : [];
     let cost: StatedCost;
     try {
       cost = await record(input, admission, usage);
     } catch (error) {
-      if (!input.clientGone.aborted) await sink.send(JSON.stringify({ error: (error as ApiError).toBody() }));
+      if (!input.clientGone.aborted)
+        await sink.send(...held, JSON.stringify({ error: (error as ApiError).toBody() }));
       return sink.close(false);
     }
     if (failure === undefined) {
@@ -185,9 +197,13 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
           { usage },
           'the client went away during the stream; its whole answer was billed',
         );
-      await sink.send(chunks.usage(usage, cost));
+      // As OpenAI: a chunk without choices only when asked for; else the finish states the usage
+      // (a client reading `choices[0]` of every chunk would fail on one without).
+      if (input.request.stream_options?.include_usage) await sink.send(...held, chunks.usage(usage, cost));
+      else if (finish) await sink.send(chunks.part(finish, { usage, cost }));
       return sink.close(true);
     }
+    if (!input.clientGone.aborted && held.length > 0) await sink.send(...held);
     if (input.clientGone.aborted) {
       input.log.info(
         { usage },

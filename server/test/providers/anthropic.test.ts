@@ -97,7 +97,7 @@ describe('Anthropic behind /v1/chat/completions', () => {
     expect(h.gate.released).toBe(h.gate.admitted.length);
   });
 
-  test('a stream: one id, the role first, text deltas, the finish, then usage with its cost, then [DONE]', async () => {
+  test('a stream: one id, the role first, text deltas, then the finish with the usage and its cost, then [DONE]', async () => {
     h.anthropic.script({
       thinking: 'The user greets me.',
       text: ['Hel', 'lo', ' world'],
@@ -125,8 +125,10 @@ describe('Anthropic behind /v1/chat/completions', () => {
     expect(withChoices.slice(0, -1).every((chunk) => chunk.choices[0]!.finish_reason === null)).toBe(true);
     expect(chunks.slice(0, -1).every((chunk) => !chunk.usage)).toBe(true);
 
+    // No include_usage asked: as OpenAI, every chunk has a choice; the finish states the usage.
+    expect(chunks.every((chunk) => chunk.choices.length === 1)).toBe(true);
     const last = chunks.at(-1)!;
-    expect(last.choices).toEqual([]);
+    expect(last.choices[0]!.finish_reason).toBe('stop');
     expect(last.usage).toMatchObject({ prompt_tokens: 20, completion_tokens: 9, total_tokens: 29 });
     expect(h.recorder.entries[0]!.usage).toEqual({
       inputTokens: 20,
@@ -153,8 +155,28 @@ describe('Anthropic behind /v1/chat/completions', () => {
     expect(events.pop()).toBe('');
     expect(events.at(-1)).toBe('data: [DONE]');
     for (const event of events.slice(0, -1)) expect(event).toMatch(/^data: \{.*\}$/s);
-    const usage = JSON.parse(events.at(-2)!.slice(6));
-    expect(usage).toMatchObject({ choices: [], usage: { cost: expect.any(Object) } });
+    const finish = JSON.parse(events.at(-2)!.slice(6));
+    expect(finish).toMatchObject({
+      choices: [{ finish_reason: 'stop' }],
+      usage: { cost: expect.any(Object) },
+    });
+  });
+
+  test('with stream_options.include_usage, the usage comes in a last chunk without choices, as OpenAI sends it', async () => {
+    h.anthropic.script({ text: ['a', 'b'], usage: { input_tokens: 4, output_tokens: 2 } });
+    const chunks = await collect(
+      await h.client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Hi' }],
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    );
+    const [finish, usage] = chunks.slice(-2);
+    expect(finish).toMatchObject({ choices: [{ finish_reason: 'stop' }] });
+    expect(finish!.usage).toBeUndefined();
+    expect(usage).toMatchObject({ choices: [], usage: { prompt_tokens: 4, completion_tokens: 2 } });
+    expect(chunks.slice(0, -1).every((chunk) => chunk.choices.length === 1)).toBe(true);
   });
 
   test('tools: a forced call comes back as tool_calls, and the result goes back as tool_result', async () => {

@@ -46,6 +46,21 @@ test('the finish chunk has an empty delta and the reason', () => {
     );
 });
 
+test('the finish chunk states the usage and its cost when given them', () => {
+  const usage: TokenUsage = {
+    inputTokens: 4,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    outputTokens: 2,
+    reasoningTokens: 0,
+  };
+  const cost = { total: '0.000006', provider: '0.000005', commission: '0.000001', totalPicoUsd: '6000000' };
+  expect(JSON.parse(chunks.part({ type: 'finish', finishReason: 'stop' }, { usage, cost }))).toMatchObject({
+    ...choice({}, 'stop'),
+    usage: { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6, cost },
+  });
+});
+
 test('the usage chunk has no choices, and the usage with its cost', () => {
   const usage: TokenUsage = {
     inputTokens: 10,
