@@ -310,8 +310,7 @@ export function createRelayer(
       try {
         return await client.waitForTransactionReceipt(args);
       } catch (error) {
-        counted = undefined;
-        // A transaction the node lost leaves a gap under the shared nonce; a slow one does not.
+        // A transaction the node lost leaves a gap under the counted nonces; a slow one does not.
         if (!(await nodeHolds(args.hash))) await lock.run(sender, () => remember(undefined));
         throw error;
       }

@@ -113,6 +113,11 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
         },
       ),
     ]);
+    // Deployed, but a node behind the one that mined the deployment may not show it yet.
+    if (code === 'none')
+      throw new SettlementUnavailableError(
+        `the account ${session.wallet} shows no code yet on the chain's node; retry shortly`,
+      );
     // Checked at authorization; an account's owner can change its implementation since.
     if (code !== 'delegator')
       throw new SettlementRefusedError(

@@ -36,6 +36,21 @@ function laggingNode() {
 const minedOk = async (hash: Hash) =>
   (await local.publicClient.getTransactionReceipt({ hash })).status === 'success';
 
+test("one instance behind a lagging node: a slow transaction's receipt timeout keeps its own count", async () => {
+  const relayer = createRelayer(
+    laggingNode(),
+    privateKeyToAccount(local.accounts.payers[4]!.privateKey),
+    local.chainId,
+  );
+  const call = { to: local.accounts.treasury.address, data: '0x' as Hex, gas: 21_000n };
+  const first = await relayer.submit(call, async () => {});
+  await expect(relayer.waitForReceipt({ hash: first.hash, timeout: 300 })).rejects.toThrow();
+  const second = await relayer.submit(call, async () => {});
+  expect(second.nonce).toBe(first.nonce + 1);
+  await local.testClient.mine({ blocks: 1 });
+  expect([await minedOk(first.hash), await minedOk(second.hash)]).toEqual([true, true]);
+});
+
 describe.each(testDialects)('relayer nonces kept in the store on %s', (dialect) => {
   let store: Store;
   withTestStore(dialect, (opened) => {
