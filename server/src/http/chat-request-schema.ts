@@ -150,5 +150,11 @@ export const chatRequestSchema = {
     }),
     tools: nullable({ type: 'array', items: functionTool }),
     tool_choice: toolChoice,
+    // Passed to OpenAI-compatible upstreams only (ignored by the other families).
+    reasoning_effort: nullable({ type: 'string', minLength: 1 }),
+    verbosity: nullable({ type: 'string', minLength: 1 }),
+    logit_bias: nullable({ type: 'object', additionalProperties: { type: 'number' } }),
+    prompt_cache_key: { type: 'string' },
+    safety_identifier: { type: 'string' },
   },
 } as const;

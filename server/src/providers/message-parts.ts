@@ -20,7 +20,7 @@ export function imageSource(url: string, field: string): ImageSource {
   const mediaType = declared.toLowerCase();
   if (!mediaType.startsWith('image/'))
     throw new UntranslatableRequestError(field, 'must be a data URL of an image (data:image/...;base64,...)');
-  const data = parameters.split(';').includes('base64')
+  const data = parameters.split(';').some((parameter) => parameter.toLowerCase() === 'base64')
     ? payload
     : percentDecoded(payload).toString('base64');
   // `image/jpg` is a common slip for the registered `image/jpeg`, which providers insist on.

@@ -94,7 +94,8 @@ export function upstreamRequestBody(
  * Only the fields the gateway knows go upstream (the schema lets others through): one it does not
  * know may change what the provider charges (`service_tier`, `web_search_options`, audio
  * `modalities`, a router's fallback `models`, a part's `cache_control`) while the payer is billed
- * the catalog's price for the tokens.
+ * the catalog's price for the tokens. Those it forwards change only which tokens are generated,
+ * all counted in the usage (a lower `reasoning_effort` saves the payer reasoning tokens).
  */
 const FORWARDED_FIELDS = [
   'temperature',
@@ -110,6 +111,11 @@ const FORWARDED_FIELDS = [
   'n',
   'seed',
   'user',
+  'reasoning_effort',
+  'verbosity',
+  'logit_bias',
+  'prompt_cache_key',
+  'safety_identifier',
 ] as const satisfies ReadonlyArray<keyof ChatRequest>;
 
 function knownFields(request: ChatRequest): Partial<ChatRequest> {

@@ -68,6 +68,12 @@ export interface ChatRequest {
   n?: number | null;
   seed?: number | null;
   user?: string;
+  /** OpenAI's reasoning models: how much they think (`minimal`, `low`, `medium`, `high`). */
+  reasoning_effort?: string | null;
+  verbosity?: string | null;
+  logit_bias?: Record<string, number> | null;
+  prompt_cache_key?: string;
+  safety_identifier?: string;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter';

@@ -85,7 +85,7 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
     });
   });
 
-  test('fields the gateway does not know (they may change what the provider charges) are not sent upstream', async () => {
+  test('fields the gateway does not know (they may change what the provider charges) are not sent upstream; reasoning_effort and verbosity are', async () => {
     h.local.script({ text: 'Ok.', usage: { prompt_tokens: 5, completion_tokens: 1 } });
     // Not in the openai client's types: a router's caching hint on a part, its fallback models.
     const request = {
@@ -101,6 +101,8 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
         },
       ],
       tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+      reasoning_effort: 'minimal',
+      verbosity: 'low',
       service_tier: 'priority',
       web_search_options: {},
       modalities: ['text', 'audio'],
@@ -120,6 +122,8 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
         },
       ],
       tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+      reasoning_effort: 'minimal',
+      verbosity: 'low',
       max_tokens: 1024,
       stream: false,
     });

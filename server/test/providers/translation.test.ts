@@ -64,6 +64,7 @@ describe('image parts', () => {
   test('the media type is lowercase, and image/jpg is image/jpeg', () => {
     expect(imageSource('data:IMAGE/PNG;base64,AAAA', 'f')).toMatchObject({ mediaType: 'image/png' });
     expect(imageSource('data:image/jpg;base64,AAAA', 'f')).toMatchObject({ mediaType: 'image/jpeg' });
+    expect(imageSource('data:image/png;BASE64,AAAA', 'f')).toMatchObject({ data: 'AAAA' });
   });
 
   test('an image URL’s media type comes from its extension, JPEG when it has none', () => {
