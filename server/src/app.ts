@@ -250,12 +250,7 @@ export async function buildApp(
     revoke: (sessionId) => revokeSession(store, sessionId),
     owedAtomic: async (wallet) => (await debtOf(store, wallet)).owedAtomic,
   });
-  await app.register(chatRoute, {
-    catalog,
-    defaultModel: config.defaultModel,
-    chat: parts.chat,
-    drainMs: config.limits.upstreamDrainMs,
-  });
+  await app.register(chatRoute, { catalog, defaultModel: config.defaultModel, chat: parts.chat });
   await app.register(graphqlRoutes, { store, adminToken: config.adminToken });
   if (config.webDir) await installWebRoute(app, config.webDir);
   return app;

@@ -100,8 +100,6 @@ export interface LimitsConfig {
   upstreamCompletionTimeoutMs: number;
   /** TCP + TLS connect to a provider. */
   upstreamConnectTimeoutMs: number;
-  /** How long a provider's answer is still read, to bill it exactly, after its client went away. */
-  upstreamDrainMs: number;
   /** Debts idle longer than this are settled by the collector (session rail). */
   collectorIdleMs: number;
   /** How often the collector looks for idle debts and unfinished settlements. */
@@ -230,7 +228,6 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       upstreamTimeoutMs: read.integer('UPSTREAM_TIMEOUT_MS', 120_000, 100),
       upstreamCompletionTimeoutMs: read.integer('UPSTREAM_COMPLETION_TIMEOUT_MS', 600_000, 100),
       upstreamConnectTimeoutMs: read.integer('UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100),
-      upstreamDrainMs: read.integer('UPSTREAM_DRAIN_MS', 60_000, 0),
       collectorIdleMs: read.integer('COLLECTOR_IDLE_MS', 15 * 60_000, 1000),
       collectorIntervalMs: read.integer('COLLECTOR_INTERVAL_MS', 30_000, 100),
       collectorBatchSize: read.integer('COLLECTOR_BATCH_SIZE', 100, 1),

@@ -10,13 +10,12 @@ export interface ChatRouteOptions {
   catalog: Catalog;
   defaultModel: string;
   chat: ChatService;
-  /** How long the provider's answer is still read after the client went away (UPSTREAM_DRAIN_MS). */
-  drainMs: number;
 }
 
 export default async function chatRoute(app: FastifyInstance, options: ChatRouteOptions) {
   // Closing the server waits for answers still written, not for those read on after their client
-  // left: those are waited for here, before the ledger closes (this hook runs before the app's).
+  // left (see ChatInput.clientGone): those are waited for here, before the ledger closes (this
+  // hook runs before the app's).
   const running = new Set<Promise<unknown>>();
   app.addHook('onClose', async () => {
     await Promise.allSettled([...running]);
@@ -27,15 +26,12 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
     async (request, reply) => {
       const { model } = resolveChatRequest(request.body, options.catalog, options.defaultModel);
       const clientGone = new AbortController();
-      const cut = new AbortController();
-      let drain: NodeJS.Timeout | undefined;
-      reply.raw.on('close', () => {
-        if (reply.raw.writableFinished) return;
-        clientGone.abort();
-        // The provider bills what it generates: its answer is read on (and billed exactly) for a
-        // while, so a client leaving just before the end does not take it unbilled.
-        drain = setTimeout(() => cut.abort(), options.drainMs);
-      });
+      const leave = () => {
+        if (!reply.raw.writableFinished) clientGone.abort();
+      };
+      // Gone already (while its body was read, or the hooks ran): no 'close' is coming.
+      if (request.raw.socket.destroyed) leave();
+      else reply.raw.on('close', leave);
       const input: ChatInput = {
         request: request.body,
         model,
@@ -43,7 +39,6 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
         url: request.url,
         requestId: request.id,
         clientGone: clientGone.signal,
-        signal: cut.signal,
         log: request.log,
         response: {
           headers: (values) => reply.headers(values),
@@ -61,7 +56,6 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
         return reply.hijack();
       } finally {
         running.delete(handled);
-        clearTimeout(drain);
       }
     },
   );

@@ -38,11 +38,11 @@ export interface LedgerSnapshot {
 export interface GatewayMetrics extends SettlementMetrics {
   readonly registry: Registry;
   httpRequest(route: string, method: string, status: number, seconds: number): void;
-  /** An upstream call ended: `outcome` ok, cancelled (the client went away), or why it failed. */
+  /** An upstream call ended: `outcome` ok, or why it failed. */
   providerCall(
     provider: string,
     mode: 'complete' | 'stream',
-    outcome: 'ok' | 'cancelled' | ProviderFailure,
+    outcome: 'ok' | ProviderFailure,
     seconds: number,
   ): void;
   providerFirstToken(provider: string, seconds: number): void;
@@ -181,11 +181,8 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
       httpDuration.observe({ route, method }, seconds);
     },
     providerCall(provider, mode, outcome, seconds) {
-      providerDuration.observe(
-        { provider, mode, outcome: outcome === 'ok' || outcome === 'cancelled' ? outcome : 'error' },
-        seconds,
-      );
-      if (outcome !== 'ok' && outcome !== 'cancelled') providerErrors.inc({ provider, reason: outcome });
+      providerDuration.observe({ provider, mode, outcome: outcome === 'ok' ? outcome : 'error' }, seconds);
+      if (outcome !== 'ok') providerErrors.inc({ provider, reason: outcome });
     },
     providerFirstToken(provider, seconds) {
       providerFirstToken.observe({ provider }, seconds);

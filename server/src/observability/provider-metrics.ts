@@ -34,31 +34,30 @@ function meteredAdapter(
   metrics: GatewayMetrics,
 ): ProviderAdapter {
   // Only sending is timed and counted: a call the adapter cannot translate never reaches the provider.
-  const complete = async (call: ProviderCall, send: () => Promise<ProviderCompletion>) => {
+  const complete = async (send: () => Promise<ProviderCompletion>) => {
     const started = performance.now();
     try {
       const completion = await send();
       metrics.providerCall(provider, 'complete', 'ok', elapsedSeconds(started));
       return completion;
     } catch (error) {
-      metrics.providerCall(provider, 'complete', outcomeOf(error, call.signal), elapsedSeconds(started));
+      metrics.providerCall(provider, 'complete', outcomeOf(error), elapsedSeconds(started));
       throw error;
     }
   };
-  const stream = async (call: ProviderCall, send: () => Promise<ProviderStream>): Promise<ProviderStream> => {
+  const stream = async (send: () => Promise<ProviderStream>): Promise<ProviderStream> => {
     const started = performance.now();
     let upstream: ProviderStream;
     try {
       upstream = await send();
     } catch (error) {
-      metrics.providerCall(provider, 'stream', outcomeOf(error, call.signal), elapsedSeconds(started));
+      metrics.providerCall(provider, 'stream', outcomeOf(error), elapsedSeconds(started));
       throw error;
     }
     return {
       usage: () => upstream.usage(),
       async *[Symbol.asyncIterator]() {
         let firstToken = true;
-        let ended = false;
         try {
           for await (const parts of upstream) {
             if (firstToken && parts.some((part) => part.type === 'delta')) {
@@ -67,11 +66,9 @@ function meteredAdapter(
             }
             yield parts;
           }
-          ended = true;
           metrics.providerCall(provider, 'stream', 'ok', elapsedSeconds(started));
         } catch (error) {
-          ended = true;
-          const outcome = outcomeOf(error, call.signal);
+          const outcome = outcomeOf(error);
           metrics.providerCall(
             provider,
             'stream',
@@ -79,9 +76,6 @@ function meteredAdapter(
             elapsedSeconds(started),
           );
           throw error;
-        } finally {
-          // The reader stopped early: the gateway, not the provider, ended the call.
-          if (!ended) metrics.providerCall(provider, 'stream', 'cancelled', elapsedSeconds(started));
         }
       },
     };
@@ -89,17 +83,16 @@ function meteredAdapter(
   return {
     prepareCompletion(call) {
       const send = adapter.prepareCompletion(call);
-      return () => complete(call, send);
+      return () => complete(send);
     },
     prepareStream(call) {
       const send = adapter.prepareStream(call);
-      return () => stream(call, send);
+      return () => stream(send);
     },
   };
 }
 
-function outcomeOf(error: unknown, signal: AbortSignal): 'cancelled' | ProviderFailure {
-  if (signal.aborted || (error instanceof ProviderError && error.options.cancelled)) return 'cancelled';
+function outcomeOf(error: unknown): ProviderFailure {
   if (!(error instanceof ProviderError)) return 'connection';
   if (error.options.timeout) return 'timeout';
   const status = error.upstreamStatus;

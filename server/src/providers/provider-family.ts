@@ -40,9 +40,8 @@ export interface ProviderFamily {
 
 export function familyAdapter(name: string, family: ProviderFamily, upstream: Upstream): ProviderAdapter {
   /** Transport failures keep their meaning; an answer the family could not read says so. */
-  const failure = (error: unknown, signal: AbortSignal): ProviderError => {
-    if (error instanceof ProviderError || signal.aborted || !isReadingError(error))
-      return upstream.failure(error, signal);
+  const failure = (error: unknown): ProviderError => {
+    if (error instanceof ProviderError || !isReadingError(error)) return upstream.failure(error);
     return new ProviderError(`${name} sent an answer the gateway could not read`, undefined, {
       cause: error,
     });
@@ -50,24 +49,24 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
 
   return {
     prepareCompletion(call) {
-      const request = { ...family.request(call, false), signal: call.signal, whole: true };
+      const request = { ...family.request(call, false), whole: true };
       return async () => {
         const body = await upstream.post(request);
         try {
           return family.completion(JSON.parse(await body.text()));
         } catch (error) {
-          throw failure(error, call.signal);
+          throw failure(error);
         }
       };
     },
 
     prepareStream(call) {
-      const request = { ...family.request(call, true), signal: call.signal };
-      return () => streamOf(call, request);
+      const request = family.request(call, true);
+      return () => streamOf(request);
     },
   };
 
-  async function streamOf(call: ProviderCall, request: UpstreamRequest): Promise<ProviderStream> {
+  async function streamOf(request: UpstreamRequest): Promise<ProviderStream> {
     const body = await upstream.post(request);
     const decoder = family.streamDecoder();
     const parts = async function* (): AsyncGenerator<StreamPart[]> {
@@ -81,7 +80,7 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
         const last = decoder.end();
         if (last.length > 0) yield last;
       } catch (error) {
-        throw failure(error, call.signal);
+        throw failure(error);
       }
     };
     const stream: ProviderStream = { usage: () => decoder.usage(), [Symbol.asyncIterator]: parts };

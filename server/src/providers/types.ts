@@ -16,7 +16,7 @@ export interface TokenUsage {
   reasoningTokens: number;
 }
 
-/** Usage as metered: `exact` is false when a request was cancelled or failed before the provider's final count. */
+/** Usage as metered: `exact` is false when a request failed before the provider's final count. */
 export interface MeteredUsage extends TokenUsage {
   exact: boolean;
 }
@@ -25,8 +25,6 @@ export interface MeteredUsage extends TokenUsage {
 export interface ProviderCall {
   model: CatalogModel;
   request: ChatRequest;
-  /** Aborted when the client disconnects or the gateway gives up; cancels the upstream request. */
-  signal: AbortSignal;
   requestId: string;
 }
 
@@ -65,13 +63,13 @@ export interface ProviderAdapter {
 
 /**
  * An upstream failure. Before streaming it becomes a 502 (504 for `timeout`) `provider_error`;
- * after streaming began, an SSE error event. `cancelled` means the caller's signal ended the call.
+ * after streaming began, an SSE error event.
  */
 export class ProviderError extends Error {
   constructor(
     message: string,
     readonly upstreamStatus: number | undefined,
-    readonly options: { timeout?: boolean; cancelled?: boolean; cause?: unknown } = {},
+    readonly options: { timeout?: boolean; cause?: unknown } = {},
   ) {
     super(message, { cause: options.cause });
     this.name = 'ProviderError';

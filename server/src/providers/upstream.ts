@@ -18,8 +18,7 @@ export interface UpstreamRequest {
   path: string;
   headers: Record<string, string>;
   body: unknown;
-  signal: AbortSignal;
-  /** A non-streamed answer: its headers come once it is generated (`completionMs`). */
+  /** A non-streamed answer: it comes once it is generated (`completionMs`). */
   whole?: boolean;
 }
 
@@ -30,8 +29,8 @@ export type UpstreamBody = AsyncIterable<Uint8Array> & { text(): Promise<string>
 export interface Upstream {
   /** Sends a JSON POST; resolves with the body of a 2xx answer, throws ProviderError otherwise. */
   post(request: UpstreamRequest): Promise<UpstreamBody>;
-  /** Names a transport failure (timeout, refused connection, cancelled call) as a ProviderError. */
-  failure(error: unknown, signal: AbortSignal): ProviderError;
+  /** Names a transport failure (timeout, refused connection) as a ProviderError. */
+  failure(error: unknown): ProviderError;
   close(): Promise<void>;
 }
 
@@ -45,7 +44,7 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
     headersTimeout: timeouts.responseMs,
     bodyTimeout: timeouts.responseMs,
   });
-  const failure = (error: unknown, signal: AbortSignal) => upstreamFailure(name, error, signal, timeouts);
+  const failure = (error: unknown) => upstreamFailure(name, error, timeouts);
   return {
     async post(request) {
       let response: Awaited<ReturnType<Pool['request']>>;
@@ -55,23 +54,22 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
           path: basePath + request.path,
           headers: { 'content-type': 'application/json', accept: '*/*', ...request.headers },
           body: JSON.stringify(request.body),
-          signal: request.signal,
-          ...(request.whole && { headersTimeout: timeouts.completionMs }),
+          ...(request.whole && { headersTimeout: timeouts.completionMs, bodyTimeout: timeouts.completionMs }),
         });
       } catch (error) {
-        if (request.whole && error instanceof errors.HeadersTimeoutError && !request.signal.aborted)
+        if (request.whole && error instanceof errors.HeadersTimeoutError)
           throw new ProviderError(`${name} did not answer within ${timeouts.completionMs} ms`, undefined, {
             timeout: true,
             cause: error,
           });
-        throw failure(error, request.signal);
+        throw failure(error);
       }
       if (response.statusCode < 300) return response.body;
       let text = '';
       try {
         text = await response.body.text();
       } catch (error) {
-        throw failure(error, request.signal);
+        throw failure(error);
       }
       throw new ProviderError(errorMessage(text, response.statusCode), response.statusCode);
     },
@@ -80,15 +78,8 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
   };
 }
 
-function upstreamFailure(
-  name: string,
-  error: unknown,
-  signal: AbortSignal,
-  timeouts: UpstreamTimeouts,
-): ProviderError {
+function upstreamFailure(name: string, error: unknown, timeouts: UpstreamTimeouts): ProviderError {
   if (error instanceof ProviderError) return error;
-  if (signal.aborted)
-    return new ProviderError('the call was cancelled', undefined, { cancelled: true, cause: error });
   if (error instanceof errors.ConnectTimeoutError)
     return new ProviderError(`${name} could not be reached within ${timeouts.connectMs} ms`, undefined, {
       timeout: true,

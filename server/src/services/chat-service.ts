@@ -33,13 +33,12 @@ export interface ChatInput {
   /** The served URL (x402 `resource`). */
   url: string;
   requestId: string;
-  /** Aborted when the client goes away: nothing more is written to it. */
-  clientGone: AbortSignal;
   /**
-   * Cancels the upstream call: aborted a while after the client went away (UPSTREAM_DRAIN_MS),
-   * since the provider bills what it generates and its answer, read to its end, is billed exactly.
+   * Aborted when the client goes away: nothing more is written to it, and a request not sent to
+   * the provider yet is not sent. One sent is not cut: the provider bills what it generates, so
+   * its answer is read to its end and billed as the provider counts it.
    */
-  signal: AbortSignal;
+  clientGone: AbortSignal;
   log: ChatLog;
   response: ChatResponse;
 }
@@ -101,7 +100,6 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
   const providerCall = (input: ChatInput): ProviderCall => ({
     model: input.model,
     request: input.request,
-    signal: input.signal,
     requestId: input.requestId,
   });
 
@@ -237,8 +235,10 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
         throw providerFailure(error, input.model) ?? error;
       }
       const admission = await admit(input);
-      input.response.headers(admission.responseHeaders);
       try {
+        // Gone while it waited (for its payer's settlement): nothing is sent, nothing is owed.
+        if (input.clientGone.aborted) throw new ClientGoneError();
+        input.response.headers(admission.responseHeaders);
         return await answer(admission);
       } finally {
         admission.release();
@@ -271,4 +271,12 @@ function providerFailure(error: unknown, model: CatalogModel): ApiError | undefi
     );
   }
   return undefined;
+}
+
+/** The client went away before its request was sent to the provider. */
+class ClientGoneError extends Error {
+  constructor() {
+    super('the client went away before its request was sent to the provider');
+    this.name = 'ClientGoneError';
+  }
 }

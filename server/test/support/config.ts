@@ -47,7 +47,6 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
       upstreamTimeoutMs: 5_000,
       upstreamCompletionTimeoutMs: 5_000,
       upstreamConnectTimeoutMs: 5_000,
-      upstreamDrainMs: 5_000,
       collectorIdleMs: 60_000,
       collectorIntervalMs: 30_000,
       collectorBatchSize: 100,

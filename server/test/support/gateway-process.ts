@@ -151,7 +151,6 @@ export function gatewayEnvironment(config: GatewayConfig, dir: string): Record<s
     UPSTREAM_TIMEOUT_MS: String(limits.upstreamTimeoutMs),
     UPSTREAM_COMPLETION_TIMEOUT_MS: String(limits.upstreamCompletionTimeoutMs),
     UPSTREAM_CONNECT_TIMEOUT_MS: String(limits.upstreamConnectTimeoutMs),
-    UPSTREAM_DRAIN_MS: String(limits.upstreamDrainMs),
     COLLECTOR_IDLE_MS: String(limits.collectorIdleMs),
     COLLECTOR_INTERVAL_MS: String(limits.collectorIntervalMs),
     COLLECTOR_BATCH_SIZE: String(limits.collectorBatchSize),
