@@ -1,7 +1,6 @@
 import type { ProviderRegistry } from '../providers/registry.js';
 import {
   type ProviderAdapter,
-  type ProviderCall,
   type ProviderCompletion,
   ProviderError,
   type ProviderStream,
