@@ -105,19 +105,25 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
   let sent: SignedTransaction;
   try {
     if (redeemable.deployment) await ensureDeployed(deps, session.wallet, redeemable.deployment, owed);
-    const [gas, code] = await Promise.all([
-      simulate(deps, call.to, call.data, owed),
+    const [simulated, code] = await Promise.all([
+      simulate(deps, call.to, call.data, owed).then(
+        (gas) => ({ gas }),
+        (error: unknown) => ({ error }),
+      ),
       delegatorCode(deps.chain.publicClient, session.wallet, deps.chain.environment).catch(
         (error: unknown) => {
           throw unavailable(error);
         },
       ),
     ]);
-    // Deployed, but a node behind the one that mined the deployment may not show it yet.
+    // Deployed, but a node behind the one that mined the deployment may not show it yet (and then
+    // the simulation reverts too): nothing the payer must fix.
     if (code === 'none')
       throw new SettlementUnavailableError(
         `the account ${session.wallet} shows no code yet on the chain's node; retry shortly`,
       );
+    if ('error' in simulated) throw simulated.error;
+    const { gas } = simulated;
     // Checked at authorization; an account's owner can change its implementation since.
     if (code !== 'delegator')
       throw new SettlementRefusedError(
