@@ -151,10 +151,17 @@ export const chatRequestSchema = {
     tools: nullable({ type: 'array', items: functionTool }),
     tool_choice: toolChoice,
     // Passed to OpenAI-compatible upstreams only (ignored by the other families).
-    reasoning_effort: nullable({ type: 'string', minLength: 1 }),
-    verbosity: nullable({ type: 'string', minLength: 1 }),
-    logit_bias: nullable({ type: 'object', additionalProperties: { type: 'number' } }),
-    prompt_cache_key: { type: 'string' },
-    safety_identifier: { type: 'string' },
+    reasoning_effort: nullable({
+      type: 'string',
+      enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'],
+    }),
+    verbosity: nullable({ type: 'string', enum: ['low', 'medium', 'high'] }),
+    logit_bias: nullable({
+      type: 'object',
+      propertyNames: { pattern: '^[0-9]+$', description: 'must be keyed by token ids (digits)' },
+      additionalProperties: { type: 'number', minimum: -100, maximum: 100 },
+    }),
+    prompt_cache_key: nullable({ type: 'string' }),
+    safety_identifier: nullable({ type: 'string' }),
   },
 } as const;

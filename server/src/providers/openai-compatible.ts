@@ -120,7 +120,8 @@ const FORWARDED_FIELDS = [
 
 function knownFields(request: ChatRequest): Partial<ChatRequest> {
   const known: Partial<Record<keyof ChatRequest, unknown>> = {};
-  for (const field of FORWARDED_FIELDS) if (request[field] !== undefined) known[field] = request[field];
+  // A null is no value: a strict upstream may refuse one.
+  for (const field of FORWARDED_FIELDS) if (request[field] != null) known[field] = request[field];
   if (request.tools)
     known.tools = request.tools.map(({ type, function: { name, description, parameters, strict } }) => ({
       type,

@@ -72,8 +72,8 @@ export interface ChatRequest {
   reasoning_effort?: string | null;
   verbosity?: string | null;
   logit_bias?: Record<string, number> | null;
-  prompt_cache_key?: string;
-  safety_identifier?: string;
+  prompt_cache_key?: string | null;
+  safety_identifier?: string | null;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter';

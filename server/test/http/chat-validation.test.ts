@@ -51,6 +51,16 @@ describe('accepted just inside each bound', () => {
     ['stop null', withUser({ stop: null })],
     ['response_format text', withUser({ response_format: { type: 'text' } })],
     ['response_format json_object', withUser({ response_format: { type: 'json_object' } })],
+    [
+      "OpenAI's reasoning and caching fields",
+      withUser({
+        reasoning_effort: 'minimal',
+        verbosity: 'low',
+        logit_bias: { '50256': -100 },
+        prompt_cache_key: 'k',
+        safety_identifier: null,
+      }),
+    ],
     ['stream with usage', withUser({ stream: true, stream_options: { include_usage: true } })],
     ['tools without tool_choice', withUser({ tools: [tool] })],
     ['tool_choice none without tools', withUser({ tool_choice: 'none' })],
@@ -302,6 +312,11 @@ describe('refused just outside each bound, naming the field', () => {
     ],
     ['model empty', withUser({ model: '' }), 'model'],
     ['model not a string', withUser({ model: 5 }), 'model'],
+    ['reasoning_effort not an effort', withUser({ reasoning_effort: 'max' }), 'reasoning_effort'],
+    ['verbosity not a level', withUser({ verbosity: 'terse' }), 'verbosity'],
+    ['logit_bias keyed by a word', withUser({ logit_bias: { hello: 5 } }), 'logit_bias'],
+    ['logit_bias above 100', withUser({ logit_bias: { '50256': 101 } }), 'logit_bias[50256]'],
+    ['prompt_cache_key a number', withUser({ prompt_cache_key: 5 }), 'prompt_cache_key'],
   ];
   test.each(cases)('%s', async (_name, body, field) => {
     const res = await post(body);
