@@ -250,7 +250,12 @@ export async function buildApp(
     revoke: (sessionId) => revokeSession(store, sessionId),
     owedAtomic: async (wallet) => (await debtOf(store, wallet)).owedAtomic,
   });
-  await app.register(chatRoute, { catalog, defaultModel: config.defaultModel, chat: parts.chat });
+  await app.register(chatRoute, {
+    catalog,
+    defaultModel: config.defaultModel,
+    chat: parts.chat,
+    clientStallMs: config.limits.upstreamTimeoutMs,
+  });
   await app.register(graphqlRoutes, { store, adminToken: config.adminToken });
   if (config.webDir) await installWebRoute(app, config.webDir);
   return app;

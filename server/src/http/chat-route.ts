@@ -10,7 +10,12 @@ export interface ChatRouteOptions {
   catalog: Catalog;
   defaultModel: string;
   chat: ChatService;
+  /** The longest a client may leave its stream unread before it is disconnected (UPSTREAM_TIMEOUT_MS). */
+  clientStallMs: number;
 }
+
+/** Bytes of a stream a client may leave unread: past them it is disconnected (its answer is still billed). */
+const MAX_UNREAD_BYTES = 16 * 1024 * 1024;
 
 export default async function chatRoute(app: FastifyInstance, options: ChatRouteOptions) {
   // Closing the server waits for answers still written, not for those read on after their client
@@ -29,9 +34,14 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
       const leave = () => {
         if (!reply.raw.writableFinished) clientGone.abort();
       };
-      // Gone already (while its body was read, or the hooks ran): no 'close' is coming.
-      if (request.raw.socket.destroyed) leave();
-      else reply.raw.on('close', leave);
+      const { socket } = request.raw;
+      // Gone already (while its body was read, or the hooks ran): no 'close' is coming. A
+      // pipelined request's response hears of its socket closing only from the socket itself.
+      if (socket.destroyed) leave();
+      else {
+        reply.raw.on('close', leave);
+        socket.on('close', leave);
+      }
       const input: ChatInput = {
         request: request.body,
         model,
@@ -42,7 +52,7 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
         log: request.log,
         response: {
           headers: (values) => reply.headers(values),
-          openStream: () => openEventStream(reply),
+          openStream: () => openEventStream(reply, options.clientStallMs),
         },
       };
       const handled = options.chat.handle(input);
@@ -56,13 +66,18 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
         return reply.hijack();
       } finally {
         running.delete(handled);
+        socket.off('close', leave);
       }
     },
   );
 }
 
-/** Server-sent events straight to the socket: no buffering, and writes wait while the client is slow. */
-function openEventStream(reply: FastifyReply): EventSink {
+/**
+ * Server-sent events to the socket. Writes never wait for the client: the provider's answer is read
+ * at its own pace (its usage known, and billed, when it ends) and buffered for a slow client; one
+ * that leaves it unread for `stallMs`, or too much of it, is disconnected.
+ */
+function openEventStream(reply: FastifyReply, stallMs: number): EventSink {
   const body = new PassThrough();
   reply
     .headers({
@@ -72,20 +87,20 @@ function openEventStream(reply: FastifyReply): EventSink {
       connection: 'keep-alive',
     })
     .send(body);
-  const open = () => !body.destroyed && !body.writableEnded;
+  const open = () => !body.destroyed && !body.writableEnded && !reply.raw.destroyed;
+  let stalled: NodeJS.Timeout | undefined;
+  const disconnect = () => reply.raw.destroy();
+  body.on('drain', () => {
+    clearTimeout(stalled);
+    stalled = undefined;
+  });
+  body.on('close', () => clearTimeout(stalled));
   return {
     send(...events) {
-      if (!open()) return Promise.resolve();
-      if (body.write(events.map((json) => `data: ${json}\n\n`).join(''))) return Promise.resolve();
-      return new Promise((resolve) => {
-        const settle = () => {
-          body.off('drain', settle);
-          body.off('close', settle);
-          resolve();
-        };
-        body.on('drain', settle);
-        body.on('close', settle);
-      });
+      if (!open()) return;
+      if (body.write(events.map((json) => `data: ${json}\n\n`).join(''))) return;
+      if (body.writableLength > MAX_UNREAD_BYTES) return disconnect();
+      stalled ??= setTimeout(disconnect, stallMs);
     },
     close(done) {
       if (open()) body.end(done ? 'data: [DONE]\n\n' : undefined);

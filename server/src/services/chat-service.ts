@@ -53,11 +53,8 @@ export interface ChatResponse {
 
 /** A server-sent event stream as the route writes it. */
 export interface EventSink {
-  /**
-   * Writes `data: <json>\n\n` for each event, in one write; resolves when the client can take more,
-   * or is gone. Never rejects.
-   */
-  send(...events: string[]): Promise<void>;
+  /** Writes `data: <json>\n\n` for each event, in one write, without waiting for the client. */
+  send(...events: string[]): void;
   /** Ends the stream, after `data: [DONE]` when `done`. */
   close(done: boolean): void;
 }
@@ -136,12 +133,11 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
   ): Promise<{ finish?: StreamPart; failure?: unknown }> => {
     let finish: StreamPart | undefined;
     try {
-      await sink.send(chunks.opening());
+      sink.send(chunks.opening());
       for await (const parts of upstream) {
         const relayed = parts.filter((part) => part.type !== 'finish');
         finish = parts.find((part) => part.type === 'finish') ?? finish;
-        if (!clientGone.aborted && relayed.length > 0)
-          await sink.send(...relayed.map((part) => chunks.part(part)));
+        if (!clientGone.aborted && relayed.length > 0) sink.send(...relayed.map((part) => chunks.part(part)));
       }
       return { finish };
     } catch (error) {
@@ -186,7 +182,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
       cost = await record(input, admission, usage);
     } catch (error) {
       if (!input.clientGone.aborted)
-        await sink.send(...held, JSON.stringify({ error: (error as ApiError).toBody() }));
+        sink.send(...held, JSON.stringify({ error: (error as ApiError).toBody() }));
       return sink.close(false);
     }
     if (failure === undefined) {
@@ -197,15 +193,15 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
         );
       // As OpenAI: a chunk without choices only when asked for; else the finish states the usage
       // (a client reading `choices[0]` of every chunk would fail on one without).
-      if (input.request.stream_options?.include_usage) await sink.send(...held, chunks.usage(usage, cost));
-      else if (finish) await sink.send(chunks.part(finish, { usage, cost }));
+      if (input.request.stream_options?.include_usage) sink.send(...held, chunks.usage(usage, cost));
+      else if (finish) sink.send(chunks.part(finish, { usage, cost }));
       return sink.close(true);
     }
-    if (!input.clientGone.aborted && held.length > 0) await sink.send(...held);
+    if (!input.clientGone.aborted && held.length > 0) sink.send(...held);
     if (input.clientGone.aborted) {
       input.log.info(
         { usage },
-        'the client went away during the stream; the upstream call was cut before its end, billed as far as counted',
+        'the client went away during the stream, and the upstream call failed before its end: billed as far as counted',
       );
     } else {
       let error = providerFailure(failure, input.model);
@@ -213,7 +209,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
         input.log.error({ err: failure }, 'the stream failed');
         error = new ApiError(500, 'internal_error', 'the gateway failed while streaming this answer');
       }
-      await sink.send(JSON.stringify({ error: error.toBody() }));
+      sink.send(JSON.stringify({ error: error.toBody() }));
     }
     sink.close(false);
   };

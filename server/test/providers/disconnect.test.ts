@@ -208,7 +208,7 @@ describe('a client that reads slowly', () => {
           const chunks: Buffer[] = [];
           res.once('data', async (first: Buffer) => {
             chunks.push(first);
-            res.pause(); // the kernel buffers fill, then the gateway's writes must wait
+            res.pause(); // the kernel buffers fill, then the gateway buffers what it writes
             await sleep(300);
             res.on('data', (chunk: Buffer) => chunks.push(chunk));
             res.resume();
@@ -234,5 +234,51 @@ describe('a client that reads slowly', () => {
       .map((chunk) => chunk.choices[0]?.delta.content ?? '')
       .join('');
     expect(text).toBe(pieces.join(''));
+  });
+
+  test('one that stops reading does not hold its answer back: it is read to its end and billed exactly, its slot given back, and the client is cut off', async () => {
+    // More than the kernel's socket buffers take, and than the gateway keeps unread for a client.
+    const pieces = Array.from(
+      { length: 20_000 },
+      (_, i) => `${String(i).padStart(5, '0')}${'x'.repeat(995)}`,
+    );
+    h.anthropic.script({ text: pieces, usage: { input_tokens: 5, output_tokens: 20_000 } });
+    const before = h.gate.admitted.length;
+    let resume = () => {};
+    const received = new Promise<string>((resolve) => {
+      const req = request(
+        `${h.url}/v1/chat/completions`,
+        { method: 'POST', headers: { 'content-type': 'application/json' } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.once('data', (first: Buffer) => {
+            chunks.push(first);
+            res.pause();
+            res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          });
+          resume = () => res.resume();
+          const done = () => resolve(Buffer.concat(chunks).toString('utf8'));
+          res.on('end', done);
+          res.on('error', done);
+        },
+      );
+      req.on('error', () => resolve(''));
+      req.end(
+        JSON.stringify({
+          model: 'anthropic/claude-sonnet-4.5',
+          messages: [{ role: 'user', content: 'Long.' }],
+          stream: true,
+        }),
+      );
+    });
+    await vi.waitFor(() => expect(h.gate.released).toBe(before + 1), WAIT);
+    expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+      { outputTokens: 20_000, exact: true },
+    ]);
+    // Read at last: what the kernel held, then the end of a connection the gateway dropped.
+    resume();
+    const raw = await received;
+    expect(raw.length).toBeGreaterThan(0);
+    expect(raw.endsWith('data: [DONE]\n\n')).toBe(false);
   });
 });
