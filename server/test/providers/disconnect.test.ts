@@ -20,6 +20,21 @@ beforeEach(() => {
 
 const WAIT = { timeout: 10_000 };
 
+/** A non-streamed request whose client leaves once Anthropic has it, before the answer. */
+async function leaveBeforeTheAnswer(): Promise<void> {
+  const before = h.anthropic.log.length;
+  const controller = new AbortController();
+  const pending = h.client.chat.completions
+    .create(
+      { model: 'anthropic/claude-sonnet-4.5', messages: [{ role: 'user', content: 'Slow.' }] },
+      { signal: controller.signal },
+    )
+    .catch((error: unknown) => error);
+  await vi.waitFor(() => expect(h.anthropic.log.length).toBe(before + 1), WAIT);
+  controller.abort();
+  expect(await pending).toBeInstanceOf(Error);
+}
+
 describe('a client that goes away', () => {
   test('mid-stream: the answer is read to its end (the provider bills it all) and billed exactly', async () => {
     h.anthropic.script({
@@ -117,17 +132,7 @@ describe('a client that goes away', () => {
 
   test('before a whole answer: it is waited for and recorded, exactly', async () => {
     h.anthropic.script({ text: 'late', usage: { input_tokens: 12, output_tokens: 7 }, delayMs: 300 });
-    const before = h.anthropic.log.length;
-    const controller = new AbortController();
-    const pending = h.client.chat.completions
-      .create(
-        { model: 'anthropic/claude-sonnet-4.5', messages: [{ role: 'user', content: 'Slow.' }] },
-        { signal: controller.signal },
-      )
-      .catch((error: unknown) => error);
-    await vi.waitFor(() => expect(h.anthropic.log.length).toBe(before + 1), WAIT);
-    controller.abort();
-    expect(await pending).toBeInstanceOf(Error);
+    await leaveBeforeTheAnswer();
 
     await vi.waitFor(() => expect(h.recorder.entries).toHaveLength(1), WAIT);
     expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 12, outputTokens: 7, exact: true });
@@ -136,17 +141,7 @@ describe('a client that goes away', () => {
 
   test('before a whole answer that never comes: cut at UPSTREAM_COMPLETION_TIMEOUT_MS; nothing is known, so nothing is recorded', async () => {
     h.anthropic.script({ hang: true });
-    const before = h.anthropic.log.length;
-    const controller = new AbortController();
-    const pending = h.client.chat.completions
-      .create(
-        { model: 'anthropic/claude-sonnet-4.5', messages: [{ role: 'user', content: 'Slow.' }] },
-        { signal: controller.signal },
-      )
-      .catch((error: unknown) => error);
-    await vi.waitFor(() => expect(h.anthropic.log.length).toBe(before + 1), WAIT);
-    controller.abort();
-    expect(await pending).toBeInstanceOf(Error);
+    await leaveBeforeTheAnswer();
 
     const upstream = h.anthropic.log.at(-1)!;
     await vi.waitFor(() => expect(upstream.abortedAt).toBeDefined(), WAIT);

@@ -357,35 +357,33 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
     expect(refused.body.error).toMatchObject({ details: { reason: 'revoked' } });
   });
 
-  test('an account whose implementation its owner changed since authorization, to one outside the framework: refused before anything is sent', async () => {
-    const { payer, session } = await newSession(5, { salt: 21 });
-    // It answers any signature and executes nothing: a redemption would succeed and pay nothing.
-    const inert = await deployed(inertDelegator, []);
+  /**
+   * A payer owing a request, whose account's owner then points it at `implementation`: its next
+   * request is refused (402 invalid_delegation) and nothing is sent.
+   */
+  async function refusedUnsentAfterUpgrade(owner: number, salt: number, implementation: Address) {
+    const { payer, session } = await newSession(owner, { salt });
     const relayer = local.accounts.gateway.address;
     const sent = await local.publicClient.getTransactionCount({ address: relayer });
-    const refused = await refusedAfterDebt(session, payer, () => upgradeTo(payer.address, inert));
+    const refused = await refusedAfterDebt(session, payer, () => upgradeTo(payer.address, implementation));
     expect(refused.body.error).toMatchObject({
       code: 'payment_required',
       details: { reason: 'invalid_delegation', owedAtomic: '66' },
     });
-    expect(refused.body.error.message).toMatch(/no longer a MetaMask smart account/);
     expect(await local.publicClient.getTransactionCount({ address: relayer })).toBe(sent);
     expect(await lastSettlement(payer.address)).toMatchObject({ status: 'failed', txHash: null });
+    return refused;
+  }
+
+  test('an account whose implementation its owner changed since authorization, to one outside the framework: refused before anything is sent', async () => {
+    // It answers any signature and executes nothing: a redemption would succeed and pay nothing.
+    const refused = await refusedUnsentAfterUpgrade(5, 21, await deployed(inertDelegator, []));
+    expect(refused.body.error.message).toMatch(/no longer a MetaMask smart account/);
   });
 
   test('an account whose signature check burns more gas than a settlement may cost is refused before anything is sent', async () => {
-    const { payer, session } = await newSession(6, { salt: 22 });
-    const hungry = await deployed(gasHungryDelegator, [30_000n]);
-    const relayer = local.accounts.gateway.address;
-    const sent = await local.publicClient.getTransactionCount({ address: relayer });
-    const refused = await refusedAfterDebt(session, payer, () => upgradeTo(payer.address, hungry));
-    expect(refused.body.error).toMatchObject({
-      code: 'payment_required',
-      details: { reason: 'invalid_delegation', owedAtomic: '66' },
-    });
+    const refused = await refusedUnsentAfterUpgrade(6, 22, await deployed(gasHungryDelegator, [30_000n]));
     expect(refused.body.error.message).toMatch(/its redemption needs \d+ gas/);
-    expect(await local.publicClient.getTransactionCount({ address: relayer })).toBe(sent);
-    expect(await lastSettlement(payer.address)).toMatchObject({ status: 'failed', txHash: null });
   });
 });
 
