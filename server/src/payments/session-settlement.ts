@@ -116,9 +116,9 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
         },
       ),
     ]);
-    // Deployed, but a node behind the one that mined the deployment may not show it yet (and then
-    // the simulation reverts too): nothing the payer must fix.
-    if (code === 'none')
+    // Just deployed, but a node behind the one that mined the deployment may not show it yet (and
+    // then the simulation reverts too): nothing the payer must fix.
+    if (code === 'none' && redeemable.deployment)
       throw new SettlementUnavailableError(
         `the account ${session.wallet} shows no code yet on the chain's node; retry shortly`,
       );
