@@ -15,7 +15,7 @@ export interface ChatRouteOptions {
 }
 
 /** Bytes of a stream a client may leave unread: past them it is disconnected (its answer is still billed). */
-const MAX_UNREAD_BYTES = 16 * 1024 * 1024;
+const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 
 export default async function chatRoute(app: FastifyInstance, options: ChatRouteOptions) {
   // Closing the server waits for answers still written, not for those read on after their client
@@ -75,7 +75,8 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
 /**
  * Server-sent events to the socket. Writes never wait for the client: the provider's answer is read
  * at its own pace (its usage known, and billed, when it ends) and buffered for a slow client; one
- * that leaves it unread for `stallMs`, or too much of it, is disconnected.
+ * that takes nothing of it for `stallMs` while some is waiting, or leaves too much of it unread, is
+ * disconnected.
  */
 function openEventStream(reply: FastifyReply, stallMs: number): EventSink {
   const body = new PassThrough();
@@ -88,22 +89,41 @@ function openEventStream(reply: FastifyReply, stallMs: number): EventSink {
     })
     .send(body);
   const open = () => !body.destroyed && !body.writableEnded && !reply.raw.destroyed;
+  let written = 0;
+  // What left the gateway's buffers for the socket: the client's progress.
+  const taken = () => written - body.writableLength - body.readableLength;
+  const unread = () => body.writableLength + body.readableLength;
+  const disconnect = (reason: string) => {
+    reply.log.warn({ unreadBytes: unread(), reason }, 'the client left its stream unread: disconnected');
+    reply.raw.destroy();
+  };
   let stalled: NodeJS.Timeout | undefined;
-  const disconnect = () => reply.raw.destroy();
-  body.on('drain', () => {
-    clearTimeout(stalled);
-    stalled = undefined;
-  });
+  const watch = () => {
+    if (stalled || unread() === 0) return;
+    const progress = taken();
+    stalled = setTimeout(() => {
+      stalled = undefined;
+      // Queued behind an earlier response on its connection (pipelining), it cannot be read yet.
+      if (!reply.raw.socket || taken() > progress) return watch();
+      if (unread() > 0) disconnect(`nothing read for ${stallMs} ms`);
+    }, stallMs);
+  };
   body.on('close', () => clearTimeout(stalled));
   return {
     send(...events) {
       if (!open()) return;
-      if (body.write(events.map((json) => `data: ${json}\n\n`).join(''))) return;
-      if (body.writableLength > MAX_UNREAD_BYTES) return disconnect();
-      stalled ??= setTimeout(disconnect, stallMs);
+      const text = events.map((json) => `data: ${json}\n\n`).join('');
+      written += Buffer.byteLength(text);
+      if (body.write(text)) return;
+      if (unread() > MAX_UNREAD_BYTES) return disconnect(`more than ${MAX_UNREAD_BYTES} bytes unread`);
+      watch();
     },
     close(done) {
-      if (open()) body.end(done ? 'data: [DONE]\n\n' : undefined);
+      if (!open()) return;
+      const text = done ? 'data: [DONE]\n\n' : '';
+      written += Buffer.byteLength(text);
+      body.end(text || undefined);
+      watch();
     },
   };
 }

@@ -276,4 +276,37 @@ describe('a client that reads slowly', () => {
     expect(raw.length).toBeGreaterThan(0);
     expect(raw.endsWith('data: [DONE]\n\n')).toBe(false);
   });
+
+  test('one that reads slowly but steadily is never cut off, however long its backlog lasts', async () => {
+    const pieces = Array.from({ length: 5000 }, (_, i) => `${String(i).padStart(4, '0')}${'x'.repeat(996)}`);
+    h.anthropic.script({ text: pieces, usage: { input_tokens: 5, output_tokens: 5000 } });
+    const started = Date.now();
+    const raw = await new Promise<string>((resolve, reject) => {
+      const req = request(
+        `${h.url}/v1/chat/completions`,
+        { method: 'POST', headers: { 'content-type': 'application/json' } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          // About 1.5 MB/s: slower than the gateway writes, never stopping for long.
+          res.on('data', (chunk: Buffer) => {
+            chunks.push(chunk);
+            res.pause();
+            setTimeout(() => res.resume(), 40);
+          });
+          res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(
+        JSON.stringify({
+          model: 'anthropic/claude-sonnet-4.5',
+          messages: [{ role: 'user', content: 'Long.' }],
+          stream: true,
+        }),
+      );
+    });
+    expect(Date.now() - started).toBeGreaterThan(UPSTREAM_TIMEOUT_MS);
+    expect(raw.endsWith('data: [DONE]\n\n')).toBe(true);
+  });
 });
