@@ -278,8 +278,8 @@ describe('a client that reads slowly', () => {
   });
 
   test('one that reads slowly but steadily is never cut off, however long its backlog lasts', async () => {
-    const pieces = Array.from({ length: 5000 }, (_, i) => `${String(i).padStart(4, '0')}${'x'.repeat(996)}`);
-    h.anthropic.script({ text: pieces, usage: { input_tokens: 5, output_tokens: 5000 } });
+    const pieces = Array.from({ length: 4000 }, (_, i) => `${String(i).padStart(4, '0')}${'x'.repeat(996)}`);
+    h.anthropic.script({ text: pieces, usage: { input_tokens: 5, output_tokens: 4000 } });
     const started = Date.now();
     const raw = await new Promise<string>((resolve, reject) => {
       const req = request(
@@ -287,11 +287,11 @@ describe('a client that reads slowly', () => {
         { method: 'POST', headers: { 'content-type': 'application/json' } },
         (res) => {
           const chunks: Buffer[] = [];
-          // About 1.5 MB/s: slower than the gateway writes, never stopping for long.
+          // About 0.8 MB/s: slower than the gateway writes, never stopping for long.
           res.on('data', (chunk: Buffer) => {
             chunks.push(chunk);
             res.pause();
-            setTimeout(() => res.resume(), 40);
+            setTimeout(() => res.resume(), 80);
           });
           res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
           res.on('error', reject);
