@@ -1,4 +1,4 @@
-import { request } from 'node:http';
+import { type ClientRequest, type IncomingMessage, request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
 import { type Harness, startHarness } from './gateway-harness.js';
@@ -191,35 +191,40 @@ describe('a client that goes away while its request waits for admission', () => 
   });
 });
 
+/** A streamed request for a long answer, its response handed to `onResponse` as it begins. */
+function streamLong(onResponse: (res: IncomingMessage) => void): ClientRequest {
+  const req = request(
+    `${h.url}/v1/chat/completions`,
+    { method: 'POST', headers: { 'content-type': 'application/json' } },
+    onResponse,
+  );
+  req.end(
+    JSON.stringify({
+      model: 'anthropic/claude-sonnet-4.5',
+      messages: [{ role: 'user', content: 'Long.' }],
+      stream: true,
+    }),
+  );
+  return req;
+}
+
 describe('a client that reads slowly', () => {
   test('gets every byte of a large stream, in order, after pausing its socket', async () => {
     const pieces = Array.from({ length: 2000 }, (_, i) => `${String(i).padStart(4, '0')}${'x'.repeat(996)}`);
     h.anthropic.script({ text: pieces });
     const raw = await new Promise<string>((resolve, reject) => {
-      const req = request(
-        `${h.url}/v1/chat/completions`,
-        { method: 'POST', headers: { 'content-type': 'application/json' } },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.once('data', async (first: Buffer) => {
-            chunks.push(first);
-            res.pause(); // the kernel buffers fill, then the gateway buffers what it writes
-            await sleep(300);
-            res.on('data', (chunk: Buffer) => chunks.push(chunk));
-            res.resume();
-          });
-          res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-          res.on('error', reject);
-        },
-      );
-      req.on('error', reject);
-      req.end(
-        JSON.stringify({
-          model: 'anthropic/claude-sonnet-4.5',
-          messages: [{ role: 'user', content: 'Long.' }],
-          stream: true,
-        }),
-      );
+      streamLong((res) => {
+        const chunks: Buffer[] = [];
+        res.once('data', async (first: Buffer) => {
+          chunks.push(first);
+          res.pause(); // the kernel buffers fill, then the gateway buffers what it writes
+          await sleep(300);
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.resume();
+        });
+        res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        res.on('error', reject);
+      }).on('error', reject);
     });
     const events = raw.split('\n\n').filter((event) => event !== '');
     expect(events.at(-1)).toBe('data: [DONE]');
@@ -241,30 +246,18 @@ describe('a client that reads slowly', () => {
     const before = h.gate.admitted.length;
     let resume = () => {};
     const received = new Promise<string>((resolve) => {
-      const req = request(
-        `${h.url}/v1/chat/completions`,
-        { method: 'POST', headers: { 'content-type': 'application/json' } },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.once('data', (first: Buffer) => {
-            chunks.push(first);
-            res.pause();
-            res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          });
-          resume = () => res.resume();
-          const done = () => resolve(Buffer.concat(chunks).toString('utf8'));
-          res.on('end', done);
-          res.on('error', done);
-        },
-      );
-      req.on('error', () => resolve(''));
-      req.end(
-        JSON.stringify({
-          model: 'anthropic/claude-sonnet-4.5',
-          messages: [{ role: 'user', content: 'Long.' }],
-          stream: true,
-        }),
-      );
+      streamLong((res) => {
+        const chunks: Buffer[] = [];
+        res.once('data', (first: Buffer) => {
+          chunks.push(first);
+          res.pause();
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        });
+        resume = () => res.resume();
+        const done = () => resolve(Buffer.concat(chunks).toString('utf8'));
+        res.on('end', done);
+        res.on('error', done);
+      }).on('error', () => resolve(''));
     });
     await vi.waitFor(() => expect(h.gate.released).toBe(before + 1), WAIT);
     expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
@@ -282,29 +275,17 @@ describe('a client that reads slowly', () => {
     h.anthropic.script({ text: pieces, usage: { input_tokens: 5, output_tokens: 4000 } });
     const started = Date.now();
     const raw = await new Promise<string>((resolve, reject) => {
-      const req = request(
-        `${h.url}/v1/chat/completions`,
-        { method: 'POST', headers: { 'content-type': 'application/json' } },
-        (res) => {
-          const chunks: Buffer[] = [];
-          // About 0.8 MB/s: slower than the gateway writes, never stopping for long.
-          res.on('data', (chunk: Buffer) => {
-            chunks.push(chunk);
-            res.pause();
-            setTimeout(() => res.resume(), 80);
-          });
-          res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-          res.on('error', reject);
-        },
-      );
-      req.on('error', reject);
-      req.end(
-        JSON.stringify({
-          model: 'anthropic/claude-sonnet-4.5',
-          messages: [{ role: 'user', content: 'Long.' }],
-          stream: true,
-        }),
-      );
+      streamLong((res) => {
+        const chunks: Buffer[] = [];
+        // About 0.8 MB/s: slower than the gateway writes, never stopping for long.
+        res.on('data', (chunk: Buffer) => {
+          chunks.push(chunk);
+          res.pause();
+          setTimeout(() => res.resume(), 80);
+        });
+        res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        res.on('error', reject);
+      }).on('error', reject);
     });
     expect(Date.now() - started).toBeGreaterThan(UPSTREAM_TIMEOUT_MS);
     expect(raw.endsWith('data: [DONE]\n\n')).toBe(true);
