@@ -7,6 +7,7 @@ import {
   type PrivateKeyAccount,
   type PublicClient,
   parseTransaction,
+  TransactionNotFoundError,
   type TransactionReceipt,
   type WaitForTransactionReceiptParameters,
 } from 'viem';
@@ -198,11 +199,6 @@ export function createRelayer(
     counted = next;
     await lock.setNextNonce(sender, next).catch(() => undefined);
   };
-  const nodeHolds = (hash: Hash) =>
-    client.getTransaction({ hash }).then(
-      () => true,
-      () => false,
-    );
 
   const broadcast = async (raw: Hex): Promise<'sent' | 'known'> => {
     const hash = keccak256(raw);
@@ -311,7 +307,9 @@ export function createRelayer(
         return await client.waitForTransactionReceipt(args);
       } catch (error) {
         // A transaction the node lost leaves a gap under the counted nonces; a slow one does not.
-        if (!(await nodeHolds(args.hash))) await lock.run(sender, () => remember(undefined));
+        // Unknown (the node cannot be reached) counts as lost: a gap is worse than a refused nonce.
+        if (!(await nodeHolds(client, args.hash).catch(() => false)))
+          await lock.run(sender, () => remember(undefined));
         throw error;
       }
     },
@@ -327,6 +325,17 @@ export function createRelayer(
     },
   };
   return relayer;
+}
+
+/** Whether the node holds the transaction: waiting in its pool, or mined. Throws when it cannot tell. */
+export async function nodeHolds(client: Pick<PublicClient, 'getTransaction'>, hash: Hash): Promise<boolean> {
+  try {
+    await client.getTransaction({ hash });
+    return true;
+  } catch (error) {
+    if (error instanceof TransactionNotFoundError) return false;
+    throw error;
+  }
 }
 
 /** One gateway process sends from the key: nonces are counted in it, nothing is shared. */

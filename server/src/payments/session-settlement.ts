@@ -19,13 +19,12 @@ import {
 import { delegatorCode } from './delegator-account.js';
 import {
   awaitReceipt,
-  nodeHolds,
   OUTBOX_FAILURES,
   type OutboxDeps,
   reconcileSettlement,
   settleFromReceipt,
 } from './outbox/reconcile.js';
-import { BroadcastError, NONCE_ATTEMPTS, type SignedTransaction } from './relayer.js';
+import { BroadcastError, NONCE_ATTEMPTS, nodeHolds, type SignedTransaction } from './relayer.js';
 import type { SessionRecord } from './session-records.js';
 import {
   refusalFromRevert,
@@ -139,7 +138,10 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
     if (caught instanceof BroadcastError && caught.kind === 'unknown') throw caught;
     // Refused for its nonce, yet held or mined: an earlier delivery of this very broadcast got
     // through (a proxy retried it). Failing it would claim its records again and pay them twice.
-    if (caught instanceof BroadcastError && (await nodeHolds(chain, caught.hash).catch(() => true)))
+    if (
+      caught instanceof BroadcastError &&
+      (await nodeHolds(chain.publicClient, caught.hash).catch(() => true))
+    )
       throw new BroadcastError('unknown', caught.hash, caught);
     // A node call that failed before anything was sent (fees, nonce, code): retryable, and told
     // without the RPC URL, which may carry an API key (the reason is stored and shown).

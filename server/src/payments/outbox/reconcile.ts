@@ -2,7 +2,6 @@ import {
   type Hash,
   type Hex,
   parseTransaction,
-  TransactionNotFoundError,
   type TransactionReceipt,
   TransactionReceiptNotFoundError,
   WaitForTransactionReceiptTimeoutError,
@@ -20,7 +19,7 @@ import type { SettlementMetrics } from '../../observability/index.js';
 import { isStoreUnavailable, type Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import { type ChainClient, isTransportFailure } from '../chain-client.js';
-import { BroadcastError } from '../relayer.js';
+import { BroadcastError, nodeHolds } from '../relayer.js';
 import { paysTreasury } from '../treasury-transfer.js';
 
 export interface OutboxDeps {
@@ -176,7 +175,7 @@ export async function awaitIfKnown(
   const [hash] = hashes;
   if (!hash) return null;
   // Sent by a remote facilitator: only the node's pool can tell.
-  if (!raw) return (await nodeHolds(chain, hash)) ? awaitReceipt(deps, hash) : 'in-flight';
+  if (!raw) return (await nodeHolds(chain.publicClient, hash)) ? awaitReceipt(deps, hash) : 'in-flight';
   const { nonce } = parseTransaction(raw);
   const nonceUsed = async () =>
     nonce !== undefined &&
@@ -190,7 +189,7 @@ export async function awaitIfKnown(
     const awaited = await replaceIfUnderpriced(deps, settlement, hash, raw);
     if (awaited !== hash) return awaited ? awaitReceipt(deps, awaited) : 'in-flight';
   }
-  if (await nodeHolds(chain, hash)) return awaitReceipt(deps, hash);
+  if (await nodeHolds(chain.publicClient, hash)) return awaitReceipt(deps, hash);
   // Not mined and not in the pool: only the stored transaction itself can still pay it.
   try {
     await chain.relayer.rebroadcast(raw);
@@ -242,17 +241,6 @@ async function receiptOf(chain: ChainClient, hash: Hash): Promise<TransactionRec
     return await chain.publicClient.getTransactionReceipt({ hash });
   } catch (error) {
     if (error instanceof TransactionReceiptNotFoundError) return null;
-    throw error;
-  }
-}
-
-/** Whether the node holds the transaction: waiting in its pool, or mined. */
-export async function nodeHolds(chain: ChainClient, hash: Hash): Promise<boolean> {
-  try {
-    await chain.publicClient.getTransaction({ hash });
-    return true;
-  } catch (error) {
-    if (error instanceof TransactionNotFoundError) return false;
     throw error;
   }
 }
