@@ -10,6 +10,7 @@ import graphqlRoutes from './graphql/plugin.js';
 import authorizeRoute from './http/authorize-route.js';
 import chatRoute from './http/chat-route.js';
 import { installErrorHandling } from './http/error-handling.js';
+import { StreamBuffers } from './http/event-stream.js';
 import { coreHealthChecks } from './http/health-checks.js';
 import healthRoute, { type DependencyCheck } from './http/health-route.js';
 import metricsRoute from './http/metrics-route.js';
@@ -94,8 +95,10 @@ export async function buildApp(
     sendLock: storeSendLock(store, config.chain.chainId),
     onceSends: storeOnceSends(store),
   });
+  const streamBuffers = new StreamBuffers(config.limits.streamBufferBudgetBytes);
   const metrics = createGatewayMetrics({
     ledger: () => readLedgerSnapshot(store),
+    streams: () => streamBuffers.snapshot(),
     onLedgerError: (error) => app.log.warn({ err: error }, 'metrics: the ledger could not be read'),
   });
   const callerChecks: CallerChecks = {
@@ -254,7 +257,12 @@ export async function buildApp(
     catalog,
     defaultModel: config.defaultModel,
     chat: parts.chat,
-    clientStallMs: config.limits.upstreamTimeoutMs,
+    streams: {
+      stallMs: config.limits.upstreamTimeoutMs,
+      heartbeatMs: config.limits.streamHeartbeatMs,
+      buffers: streamBuffers,
+      onDisconnect: (reason) => metrics.streamDisconnected(reason),
+    },
   });
   await app.register(graphqlRoutes, { store, adminToken: config.adminToken });
   if (config.webDir) await installWebRoute(app, config.webDir);

@@ -100,6 +100,10 @@ export interface LimitsConfig {
   upstreamCompletionTimeoutMs: number;
   /** TCP + TLS connect to a provider. */
   upstreamConnectTimeoutMs: number;
+  /** Silence after which a stream gets a keep-alive comment (proxies cut idle connections). */
+  streamHeartbeatMs: number;
+  /** The most the streams of slow clients may hold unread together; past it some are cut off (see StreamBuffers). */
+  streamBufferBudgetBytes: number;
   /** Debts idle longer than this are settled by the collector (session rail). */
   collectorIdleMs: number;
   /** How often the collector looks for idle debts and unfinished settlements. */
@@ -176,6 +180,9 @@ function readPaymentChain(read: EnvReader, chainId: number): ReconcileConfig['ch
   };
 }
 
+/** The longest delay a Node.js timer takes (a longer one fires at once). */
+const MAX_TIMER_MS = 2_147_483_647;
+
 // Local chains (anvil, hardhat) mine every fraction of a second: polled often, a settlement
 // ends within a few milliseconds of its block. Elsewhere a quarter second: on Base's 2 s blocks,
 // eight block-number reads per settlement.
@@ -221,17 +228,19 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     limits: {
       bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024),
       rateLimitMax: read.integer('RATE_LIMIT_MAX', 600, 1),
-      rateLimitWindowMs: read.integer('RATE_LIMIT_WINDOW_MS', 60_000, 1000),
+      rateLimitWindowMs: read.integer('RATE_LIMIT_WINDOW_MS', 60_000, 1000, MAX_TIMER_MS),
       routeRateLimits: read.routeLimits('RATE_LIMITS'),
       maxInFlightPerPayer: read.integer('MAX_IN_FLIGHT_PER_PAYER', 8, 1),
-      inFlightSlotTtlMs: read.integer('IN_FLIGHT_SLOT_TTL_MS', 30_000, 1000),
-      upstreamTimeoutMs: read.integer('UPSTREAM_TIMEOUT_MS', 120_000, 100),
-      upstreamCompletionTimeoutMs: read.integer('UPSTREAM_COMPLETION_TIMEOUT_MS', 600_000, 100),
-      upstreamConnectTimeoutMs: read.integer('UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100),
+      inFlightSlotTtlMs: read.integer('IN_FLIGHT_SLOT_TTL_MS', 30_000, 1000, MAX_TIMER_MS),
+      upstreamTimeoutMs: read.integer('UPSTREAM_TIMEOUT_MS', 120_000, 100, MAX_TIMER_MS),
+      upstreamCompletionTimeoutMs: read.integer('UPSTREAM_COMPLETION_TIMEOUT_MS', 600_000, 100, MAX_TIMER_MS),
+      upstreamConnectTimeoutMs: read.integer('UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100, MAX_TIMER_MS),
+      streamHeartbeatMs: read.integer('STREAM_HEARTBEAT_MS', 15_000, 100, 3_600_000),
+      streamBufferBudgetBytes: read.integer('STREAM_BUFFER_BUDGET_BYTES', 64 * 1024 * 1024, 64 * 1024),
       collectorIdleMs: read.integer('COLLECTOR_IDLE_MS', 15 * 60_000, 1000),
-      collectorIntervalMs: read.integer('COLLECTOR_INTERVAL_MS', 30_000, 100),
+      collectorIntervalMs: read.integer('COLLECTOR_INTERVAL_MS', 30_000, 100, MAX_TIMER_MS),
       collectorBatchSize: read.integer('COLLECTOR_BATCH_SIZE', 100, 1),
-      settlementTimeoutMs: read.integer('SETTLEMENT_TIMEOUT_MS', 60_000, 1000),
+      settlementTimeoutMs: read.integer('SETTLEMENT_TIMEOUT_MS', 60_000, 1000, MAX_TIMER_MS),
       sessionMaxLifetimeSeconds: read.integer('SESSION_MAX_LIFETIME_SECONDS', 30 * 86_400, 60),
       sessionMinCapAtomic: BigInt(read.integer('SESSION_MIN_CAP_ATOMIC', 10_000, 1)),
     },

@@ -18,6 +18,7 @@ import {
 } from '../billing/reports.js';
 import type { Keyset, Settlement, SettlementStatus } from '../billing/settlements.js';
 import { ApiError } from '../http/errors.js';
+import { completionTokens, promptTokens } from '../providers/usage.js';
 import type { Store } from '../store/database.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import { graphqlError } from './errors.js';
@@ -129,8 +130,8 @@ function usageNode(record: UsageWithSettlement) {
     createdAt: record.createdAt,
     exact: usage.exact,
     tokens: {
-      prompt: usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens,
-      completion: usage.outputTokens + usage.reasoningTokens,
+      prompt: promptTokens(usage),
+      completion: completionTokens(usage),
       input: usage.inputTokens,
       cacheRead: usage.cacheReadTokens,
       cacheWrite: usage.cacheWriteTokens,

@@ -23,6 +23,15 @@ export interface SettlementMetrics {
 /** Why an upstream call failed, as `paygate_provider_errors_total{reason}` counts it. */
 export type ProviderFailure = 'timeout' | 'status_4xx' | 'status_5xx' | 'connection' | 'stream';
 
+/** Why a stream's client was disconnected, as `paygate_stream_disconnects_total{reason}` counts it. */
+export type StreamDisconnect =
+  /** It took nothing of its stream for the stall time while some was waiting. */
+  | 'stalled'
+  /** It left more of its stream unread than one stream may hold. */
+  | 'unread'
+  /** All streams together held more unread bytes than the budget, this one the most. */
+  | 'buffer_budget';
+
 /** The ledger figures read on each scrape (kept cheap: small indexes only). */
 export interface LedgerSnapshot {
   /** Completed requests not yet paid (unclaimed, or claimed by a settlement in flight), in pico-USD. */
@@ -46,6 +55,8 @@ export interface GatewayMetrics extends SettlementMetrics {
     seconds: number,
   ): void;
   providerFirstToken(provider: string, seconds: number): void;
+  /** A stream's client was disconnected for not reading it. */
+  streamDisconnected(reason: StreamDisconnect): void;
   /** A usage record was written: its tokens by kind, and its cost. */
   usageRecorded(model: string, tokens: Readonly<Record<TokenKind, number>>, costPicoUsd: bigint): void;
 }
@@ -55,6 +66,8 @@ export type TokenKind = 'input' | 'cache_read' | 'cache_write' | 'output' | 'rea
 export interface GatewayMetricsOptions {
   /** Read on each scrape for the debt and settlement gauges. */
   ledger?: () => Promise<LedgerSnapshot>;
+  /** Read on each scrape: the event streams open and what their clients left unread. */
+  streams?: () => { streams: number; unreadBytes: number };
   /** Where a failed ledger read is reported (the gauges then read NaN for that scrape). */
   onLedgerError?: (error: unknown) => void;
 }
@@ -106,6 +119,12 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     buckets: PROVIDER_BUCKETS,
     registers,
   });
+  const streamDisconnects = new Counter({
+    name: 'paygate_stream_disconnects_total',
+    help: 'Stream clients disconnected for not reading their answer, by reason (stalled, unread, buffer_budget); their answers are billed all the same',
+    labelNames: ['reason'] as const,
+    registers,
+  });
   const tokens = new Counter({
     name: 'paygate_tokens_total',
     help: 'Tokens of recorded usage, by model and kind (input, cache_read, cache_write, output, reasoning)',
@@ -138,6 +157,26 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     labelNames: ['rail'] as const,
     registers,
   });
+
+  if (options.streams) {
+    const read = options.streams;
+    new Gauge({
+      name: 'paygate_streams_open',
+      help: 'Event streams open to clients (answers being streamed, or buffered for slow clients)',
+      registers,
+      collect() {
+        this.set(read().streams);
+      },
+    });
+    new Gauge({
+      name: 'paygate_stream_unread_bytes',
+      help: 'Bytes of streamed answers held for clients that have not read them yet (kept to about STREAM_BUFFER_BUDGET_BYTES)',
+      registers,
+      collect() {
+        this.set(read().unreadBytes);
+      },
+    });
+  }
 
   if (options.ledger) {
     const read = options.ledger;
@@ -186,6 +225,9 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     },
     providerFirstToken(provider, seconds) {
       providerFirstToken.observe({ provider }, seconds);
+    },
+    streamDisconnected(reason) {
+      streamDisconnects.inc({ reason });
     },
     usageRecorded(model, counts, costPicoUsd) {
       for (const [kind, count] of Object.entries(counts)) if (count > 0) tokens.inc({ model, kind }, count);

@@ -121,6 +121,14 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
       throw new SettlementUnavailableError(
         `the account ${session.wallet} shows no code yet on the chain's node; retry shortly`,
       );
+    // The owner cleared its EIP-7702 delegation: its redemption reverts, for no reason the chain
+    // tells (or the node words it as something else). Not for good: the next request tries again.
+    if (code === 'none')
+      throw new SettlementRefusedError(
+        'invalid_delegation',
+        'the account has no code on chain any more (its EIP-7702 delegation was cleared?): it is no longer a MetaMask smart account',
+        owed,
+      );
     if ('error' in simulated) throw simulated.error;
     const { gas } = simulated;
     // Checked at authorization; an account's owner can change its implementation since.

@@ -62,8 +62,8 @@ export interface ProviderAdapter {
 }
 
 /**
- * An upstream failure. Before streaming it becomes a 502 (504 for `timeout`) `provider_error`;
- * after streaming began, an SSE error event.
+ * An upstream failure: a 502 (504 for `timeout`) `provider_error`, or, once a stream has opened
+ * (at its first part, or a second after its headers), an SSE error event.
  */
 export class ProviderError extends Error {
   constructor(

@@ -17,10 +17,15 @@ export function promptTokens(usage: TokenUsage): number {
   return usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
 }
 
+/** Every generated token, reasoning included. */
+export function completionTokens(usage: TokenUsage): number {
+  return usage.outputTokens + usage.reasoningTokens;
+}
+
 /** The OpenAI usage object: prompt = input + cache read + cache write, completion = output + reasoning. */
 export function toOpenAIUsage(usage: TokenUsage, cost?: unknown): ChatCompletionUsage {
   const prompt = promptTokens(usage);
-  const completion = usage.outputTokens + usage.reasoningTokens;
+  const completion = completionTokens(usage);
   return {
     prompt_tokens: prompt,
     completion_tokens: completion,

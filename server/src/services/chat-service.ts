@@ -7,7 +7,7 @@ import {
   type StreamChunks,
   streamChunks,
 } from '../providers/openai-response.js';
-import type { ChatCompletion, ChatRequest } from '../providers/openai-types.js';
+import type { ChatCompletion, ChatCompletionUsage, ChatRequest } from '../providers/openai-types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import {
   type MeteredUsage,
@@ -18,6 +18,7 @@ import {
   type StreamPart,
   UntranslatableRequestError,
 } from '../providers/types.js';
+import { completionTokens, promptTokens, toOpenAIUsage } from '../providers/usage.js';
 import type { Admission, PaymentGate, StatedCost, UsageRecorder } from './chat-contracts.js';
 
 /** The request log of the route (pino's signature). */
@@ -76,6 +77,12 @@ export interface ChatServiceOptions {
 }
 
 /**
+ * How long a stream's opening waits for the upstream's first part: long enough for an error the
+ * provider reports at once, short enough that a client sees its stream begin while a model thinks.
+ */
+const FIRST_PART_WAIT_MS = 1_000;
+
+/**
  * A request whose usage cannot be recorded gets no successful answer: the provider was paid
  * but the payer will never be charged, so the gateway logs the usage at error level (for the
  * operator to reconcile) and answers 500 `internal_error`, or ends the stream with that error
@@ -122,27 +129,54 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
   };
 
   /**
-   * Streams the upstream's parts to the client but the finish, which is held back to state the
-   * usage and its cost once recorded; returns it, and what ended the stream early, if anything did.
+   * Streams the upstream's parts, from its first batch on, to the client but the finish, which is
+   * held back to state the usage and its cost once recorded; returns it, and what ended the stream
+   * early, if anything did.
    */
   const relay = async (
     sink: EventSink,
     chunks: StreamChunks,
-    upstream: ProviderStream,
+    batches: AsyncIterator<StreamPart[]>,
+    first: Promise<IteratorResult<StreamPart[]>>,
     clientGone: AbortSignal,
   ): Promise<{ finish?: StreamPart; failure?: unknown }> => {
     let finish: StreamPart | undefined;
     try {
       sink.send(chunks.opening());
-      for await (const parts of upstream) {
-        const relayed = parts.filter((part) => part.type !== 'finish');
-        finish = parts.find((part) => part.type === 'finish') ?? finish;
+      for (let next = await first; !next.done; next = await batches.next()) {
+        const relayed = next.value.filter((part) => part.type !== 'finish');
+        finish = next.value.find((part) => part.type === 'finish') ?? finish;
         if (!clientGone.aborted && relayed.length > 0) sink.send(...relayed.map((part) => chunks.part(part)));
       }
       return { finish };
     } catch (error) {
+      // Whatever failed, the upstream's body is let go (a no-op when the upstream itself failed).
+      await batches.return?.();
       return { finish, failure: error };
     }
+  };
+
+  /**
+   * An upstream that fails before its stream's first part: an HTTP error (the client may retry),
+   * after billing what the provider had counted, which the error's details state.
+   */
+  const failedBeforeStream = async (
+    input: ChatInput,
+    admission: Admission,
+    upstream: ProviderStream,
+    error: unknown,
+  ): Promise<unknown> => {
+    const usage = upstream.usage();
+    if (!counted(usage)) return providerFailure(error, input.model) ?? error;
+    let cost: StatedCost;
+    try {
+      cost = await record(input, admission, usage);
+    } catch (recordError) {
+      input.log.info({ err: error }, 'the upstream failed before the first part of its stream');
+      throw recordError;
+    }
+    await addOwedHeaders(input, admission);
+    return providerFailure(error, input.model, toOpenAIUsage(usage, cost)) ?? error;
   };
 
   const complete = async (
@@ -172,46 +206,61 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     } catch (error) {
       throw providerFailure(error, input.model) ?? error;
     }
-    const chunks = streamChunks(answerIdentity(input.model.id));
-    const sink = input.response.openStream();
-    const { finish, failure } = await relay(sink, chunks, upstream, input.clientGone);
-    const usage = upstream.usage();
-    const held = finish ? [chunks.part(finish)] : [];
-    let cost: StatedCost;
+    // The event stream opens with the first parts, or after FIRST_PART_WAIT_MS without any (a model
+    // thinking first): an upstream failing before (an overload reported in the stream after its 200,
+    // a reset) is still an HTTP error a client retries.
+    const batches = upstream[Symbol.asyncIterator]();
+    const first = batches.next();
     try {
-      cost = await record(input, admission, usage);
+      await settledWithin(first, FIRST_PART_WAIT_MS);
     } catch (error) {
-      if (!input.clientGone.aborted)
-        sink.send(...held, JSON.stringify({ error: (error as ApiError).toBody() }));
-      return sink.close(false);
+      throw await failedBeforeStream(input, admission, upstream, error);
     }
-    if (failure === undefined) {
-      if (input.clientGone.aborted)
-        return input.log.info(
-          { usage },
-          'the client went away during the stream; its whole answer was billed',
-        );
-      // As OpenAI: a chunk without choices only when asked for; else the finish states the usage
-      // (a client reading `choices[0]` of every chunk would fail on one without).
-      if (input.request.stream_options?.include_usage) sink.send(...held, chunks.usage(usage, cost));
-      else if (finish) sink.send(chunks.part(finish, { usage, cost }));
-      return sink.close(true);
-    }
-    if (!input.clientGone.aborted && held.length > 0) sink.send(...held);
-    if (input.clientGone.aborted) {
-      input.log.info(
-        { usage },
-        'the client went away during the stream, and the upstream call failed before its end: billed as far as counted',
-      );
-    } else {
-      let error = providerFailure(failure, input.model);
-      if (error === undefined) {
-        input.log.error({ err: failure }, 'the stream failed');
-        error = new ApiError(500, 'internal_error', 'the gateway failed while streaming this answer');
+    const chunks = streamChunks(answerIdentity(input.model.id));
+    // Gone meanwhile: the answer is still read to its end and billed, into no stream.
+    const sink = input.clientGone.aborted ? DISCARDED : input.response.openStream();
+    try {
+      const { finish, failure } = await relay(sink, chunks, batches, first, input.clientGone);
+      const usage = upstream.usage();
+      const held = finish ? [chunks.part(finish)] : [];
+      let cost: StatedCost;
+      try {
+        cost = await record(input, admission, usage);
+      } catch (error) {
+        if (!input.clientGone.aborted)
+          sink.send(...held, JSON.stringify({ error: (error as ApiError).toBody() }));
+        return;
       }
-      sink.send(JSON.stringify({ error: error.toBody() }));
+      if (failure === undefined) {
+        if (input.clientGone.aborted)
+          return input.log.info(
+            { usage },
+            'the client went away during the stream; its whole answer was billed',
+          );
+        // As OpenAI: a chunk without choices only when asked for; else the finish states the usage
+        // (a client reading `choices[0]` of every chunk would fail on one without).
+        if (input.request.stream_options?.include_usage) sink.send(...held, chunks.usage(usage, cost));
+        else if (finish) sink.send(chunks.part(finish, { usage, cost }));
+        return sink.close(true);
+      }
+      if (!input.clientGone.aborted && held.length > 0) sink.send(...held);
+      if (input.clientGone.aborted) {
+        input.log.info(
+          { usage },
+          'the client went away during the stream, and the upstream call failed before its end: billed as far as counted',
+        );
+      } else {
+        let error = providerFailure(failure, input.model);
+        if (error === undefined) {
+          input.log.error({ err: failure }, 'the stream failed');
+          error = new ApiError(500, 'internal_error', 'the gateway failed while streaming this answer');
+        }
+        sink.send(JSON.stringify({ error: error.toBody() }));
+      }
+    } finally {
+      // Unless it ended with [DONE], the stream ends without (whatever happened) and its timers stop.
+      sink.close(false);
     }
-    sink.close(false);
   };
 
   return {
@@ -253,8 +302,30 @@ async function addOwedHeaders(input: ChatInput, admission: Admission): Promise<v
   }
 }
 
+/** The stream of a client that left before it opened. */
+const DISCARDED: EventSink = { send() {}, close() {} };
+
+/** Resolves once `promise` settles or `ms` have passed, whichever comes first; rejects if it does first. */
+async function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Whether the provider reported any tokens: what it counted of a failed answer is billed. */
+function counted(usage: MeteredUsage): boolean {
+  return promptTokens(usage) + completionTokens(usage) > 0;
+}
+
 /** Provider failures as the client sees them: 502 (504 for timeouts) `provider_error`, or a 400. */
-function providerFailure(error: unknown, model: CatalogModel): ApiError | undefined {
+function providerFailure(
+  error: unknown,
+  model: CatalogModel,
+  billed?: ChatCompletionUsage,
+): ApiError | undefined {
   if (error instanceof UntranslatableRequestError)
     return new ApiError(400, 'validation_error', `${error.field} ${error.message}`, { field: error.field });
   if (error instanceof ProviderError) {
@@ -263,7 +334,13 @@ function providerFailure(error: unknown, model: CatalogModel): ApiError | undefi
       error.options.timeout ? 504 : 502,
       'provider_error',
       `${model.provider} ${status === undefined ? 'failed' : `answered ${status}`}: ${error.message}`,
-      { details: { upstreamStatus: status ?? null, upstreamMessage: error.message } },
+      {
+        details: {
+          upstreamStatus: status ?? null,
+          upstreamMessage: error.message,
+          ...(billed && { billed }),
+        },
+      },
     );
   }
   return undefined;

@@ -16,7 +16,7 @@ interface Case {
   stream: boolean;
   /** What the client sees: status, then the error code, or `stream error` for a broken stream. */
   seen: string;
-  /** Whether a usage record is written (a stream that began is billed for what it used). */
+  /** Whether a usage record is written (a stream the provider began is billed for what it counted). */
   recorded: boolean;
 }
 
@@ -38,6 +38,13 @@ const cases: Case[] = [
   },
   { name: 'no answer', step: { hang: true }, stream: false, seen: '504 provider_error', recorded: false },
   { name: 'answered', step: { text: pieces, usage }, stream: true, seen: '200', recorded: true },
+  {
+    name: 'error event before any text',
+    step: { text: pieces, usage, failAfterEvents: 3 },
+    stream: true,
+    seen: '502 provider_error',
+    recorded: true,
+  },
   {
     name: 'stalls mid-stream',
     step: { text: pieces, usage, hangAfterEvents: 4 },
@@ -101,7 +108,7 @@ test('provider failures: every request waits for the debt before it, what was us
     if (!record) continue;
     // A broken stream is billed for the input the provider reported, flagged as not exact.
     expect(record.input_tokens).toBe(10n);
-    expect(record.exact).toBe(answer.streamError ? 0n : 1n);
+    expect(record.exact).toBe(cases[i]!.seen === '200' ? 1n : 0n);
     if (answer.totalPicoUsd !== undefined) expect(record.total_pico).toBe(answer.totalPicoUsd);
     // Everything before the last request was paid before it went out; the last one is owed.
     expect(record.status).toBe(i === answers.length - 1 ? null : 'confirmed');

@@ -1,6 +1,8 @@
 import { type ClientRequest, type IncomingMessage, request } from 'node:http';
+import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
+import { parseExposition, sampleValue } from '../observability/prometheus-text.js';
 import { type Harness, startHarness } from './gateway-harness.js';
 
 /** Short upstream timeouts: once its client left, nothing else ends a provider's call. */
@@ -52,6 +54,28 @@ describe('a client that goes away', () => {
     await vi.waitFor(() => expect(h.recorder.entries).toHaveLength(1), WAIT);
     expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 33, outputTokens: 50, exact: true });
     expect(h.anthropic.log.at(-1)!.abortedAt).toBeUndefined();
+    await vi.waitFor(() => expect(h.gate.released).toBe(h.gate.admitted.length), WAIT);
+  });
+
+  test('before its stream opened (a model thinking first): the answer is read to its end and billed exactly', async () => {
+    h.anthropic.script({ text: ['late'], usage: { input_tokens: 7, output_tokens: 1 }, delayMs: 300 });
+    const before = h.anthropic.log.length;
+    const controller = new AbortController();
+    const pending = fetch(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'anthropic/claude-sonnet-4.5',
+        messages: [{ role: 'user', content: 'Think.' }],
+        stream: true,
+      }),
+      signal: controller.signal,
+    }).catch((error: unknown) => error);
+    await vi.waitFor(() => expect(h.anthropic.log.length).toBe(before + 1), WAIT);
+    controller.abort(); // within the second the stream waits for its first part
+    expect(await pending).toBeInstanceOf(Error);
+    await vi.waitFor(() => expect(h.recorder.entries).toHaveLength(1), WAIT);
+    expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 7, outputTokens: 1, exact: true });
     await vi.waitFor(() => expect(h.gate.released).toBe(h.gate.admitted.length), WAIT);
   });
 
@@ -192,9 +216,9 @@ describe('a client that goes away while its request waits for admission', () => 
 });
 
 /** A streamed request for a long answer, its response handed to `onResponse` as it begins. */
-function streamLong(onResponse: (res: IncomingMessage) => void): ClientRequest {
+function streamLong(onResponse: (res: IncomingMessage) => void, url = h.url): ClientRequest {
   const req = request(
-    `${h.url}/v1/chat/completions`,
+    `${url}/v1/chat/completions`,
     { method: 'POST', headers: { 'content-type': 'application/json' } },
     onResponse,
   );
@@ -206,6 +230,29 @@ function streamLong(onResponse: (res: IncomingMessage) => void): ClientRequest {
     }),
   );
   return req;
+}
+
+/**
+ * A long stream whose client takes its first bytes, then nothing until `resume`; `received` is all
+ * it got once its response ended or broke.
+ */
+function readFirstBytesOnly(url = h.url): { received: Promise<string>; resume: () => void } {
+  let resume = () => {};
+  const received = new Promise<string>((resolve) => {
+    streamLong((res) => {
+      const chunks: Buffer[] = [];
+      res.once('data', (first: Buffer) => {
+        chunks.push(first);
+        res.pause();
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      });
+      resume = () => res.resume();
+      const done = () => resolve(Buffer.concat(chunks).toString('utf8'));
+      res.on('end', done);
+      res.on('error', done);
+    }, url).on('error', () => resolve(''));
+  });
+  return { received, resume: () => resume() };
 }
 
 describe('a client that reads slowly', () => {
@@ -244,21 +291,7 @@ describe('a client that reads slowly', () => {
     );
     h.anthropic.script({ text: pieces, usage: { input_tokens: 5, output_tokens: 20_000 } });
     const before = h.gate.admitted.length;
-    let resume = () => {};
-    const received = new Promise<string>((resolve) => {
-      streamLong((res) => {
-        const chunks: Buffer[] = [];
-        res.once('data', (first: Buffer) => {
-          chunks.push(first);
-          res.pause();
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        });
-        resume = () => res.resume();
-        const done = () => resolve(Buffer.concat(chunks).toString('utf8'));
-        res.on('end', done);
-        res.on('error', done);
-      }).on('error', () => resolve(''));
-    });
+    const { received, resume } = readFirstBytesOnly();
     await vi.waitFor(() => expect(h.gate.released).toBe(before + 1), WAIT);
     expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
       { outputTokens: 20_000, exact: true },
@@ -289,5 +322,94 @@ describe('a client that reads slowly', () => {
     });
     expect(Date.now() - started).toBeGreaterThan(UPSTREAM_TIMEOUT_MS);
     expect(raw.endsWith('data: [DONE]\n\n')).toBe(true);
+  });
+});
+
+describe('streams that together hold more than STREAM_BUFFER_BUDGET_BYTES unread', () => {
+  test('the one holding the most is cut off (and billed exactly), while a client reading along gets its whole answer', async () => {
+    const own = await startHarness({ streamBufferBudgetBytes: 1024 * 1024 });
+    try {
+      // 12 MB each: far past the budget (1 MiB) for the one left unread, whose own cap is 4 MiB.
+      const pieces = (tag: string) =>
+        Array.from({ length: 12_000 }, (_, i) => `${tag}${String(i).padStart(5, '0')}${'x'.repeat(994)}`);
+      const usage = { input_tokens: 5, output_tokens: 12_000 };
+      own.anthropic.script({ text: pieces('a'), usage }, { text: pieces('b'), usage });
+      // Its client takes the first bytes, then nothing until the gateway has cut it off.
+      const { received, resume } = readFirstBytesOnly(own.url);
+      await vi.waitFor(() => expect(own.anthropic.log).toHaveLength(1), WAIT);
+      const read = new Promise<string>((resolve, reject) => {
+        streamLong((res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+          res.on('error', reject);
+        }, own.url).on('error', reject);
+      });
+      expect((await read).endsWith('data: [DONE]\n\n')).toBe(true);
+      const disconnects = async (reason: string) =>
+        sampleValue(
+          parseExposition(await (await fetch(`${own.url}/metrics`)).text()),
+          'paygate_stream_disconnects_total',
+          { reason },
+        );
+      await vi.waitFor(async () => expect(await disconnects('buffer_budget')).toBe(1), WAIT);
+      expect(await disconnects('unread')).toBeUndefined();
+      // Read at last: what the kernel held, then the end of a connection the gateway dropped.
+      resume();
+      expect((await received).endsWith('data: [DONE]\n\n')).toBe(false);
+      await vi.waitFor(() => expect(own.recorder.entries).toHaveLength(2), WAIT);
+      expect(own.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+        { outputTokens: 12_000, exact: true },
+        { outputTokens: 12_000, exact: true },
+      ]);
+    } finally {
+      await own.close();
+    }
+  });
+});
+
+describe('streams pipelined on one connection', () => {
+  const metric = async (name: string) =>
+    sampleValue(parseExposition(await (await fetch(`${h.url}/metrics`)).text()), name);
+
+  test('a client closing its connection during the first: both are read to their end and billed, and no stream stays open', async () => {
+    h.anthropic.script(
+      {
+        text: ['one ', 'two ', 'three ', 'four'],
+        usage: { input_tokens: 3, output_tokens: 4 },
+        delayMs: 150,
+      },
+      // Past what a response without a socket buffers (16 KiB): the rest waits in the gateway.
+      {
+        text: Array.from({ length: 200 }, () => 'q'.repeat(1000)),
+        usage: { input_tokens: 5, output_tokens: 200 },
+      },
+    );
+    const calls = h.anthropic.log.length;
+    const admitted = h.gate.admitted.length;
+    const body = JSON.stringify({
+      model: 'anthropic/claude-sonnet-4.5',
+      messages: [{ role: 'user', content: 'Pipelined.' }],
+      stream: true,
+    });
+    const post = `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const socket = connect(Number(new URL(h.url).port), '127.0.0.1');
+    socket.on('error', () => {});
+    socket.write(post + post);
+    // The first answer has begun: the client leaves with both requests in flight.
+    await new Promise((resolve) => socket.once('data', resolve));
+    await vi.waitFor(() => expect(h.anthropic.log.length).toBe(calls + 2), WAIT);
+    socket.destroy();
+
+    await vi.waitFor(() => expect(h.recorder.entries).toHaveLength(2), WAIT);
+    // Both run at once; the second's answer waited behind the first's, which never ended.
+    const usages = h.recorder.entries.map((entry) => entry.usage);
+    expect(usages.sort((a, b) => a.inputTokens - b.inputTokens)).toMatchObject([
+      { inputTokens: 3, outputTokens: 4, exact: true },
+      { inputTokens: 5, outputTokens: 200, exact: true },
+    ]);
+    await vi.waitFor(() => expect(h.gate.released).toBe(admitted + 2), WAIT);
+    await vi.waitFor(async () => expect(await metric('paygate_streams_open')).toBe(0), WAIT);
+    expect(await metric('paygate_stream_unread_bytes')).toBe(0);
   });
 });

@@ -5,19 +5,30 @@ import { buildApp } from '../../src/app.js';
 import { ApiError } from '../../src/http/errors.js';
 import { gateDouble, recorderDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
-import { type Harness, startHarness } from './gateway-harness.js';
+import { collect, type Harness, startHarness } from './gateway-harness.js';
 
 const CLAUDE = 'anthropic/claude-haiku-4.5';
 const GEMINI = 'google/gemini-2.5-pro';
 const UPSTREAM_TIMEOUT_MS = 1000;
 const COMPLETION_TIMEOUT_MS = 4000;
+const HEARTBEAT_MS = 300;
 const hi = [{ role: 'user' as const, content: 'Hi' }];
+/** What a broken Anthropic stream is billed for when its message_start said 40 input tokens. */
+const MESSAGE_START_USAGE = {
+  inputTokens: 40,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  outputTokens: 1,
+  reasoningTokens: 0,
+  exact: false,
+};
 
 let h: Harness;
 beforeAll(async () => {
   h = await startHarness({
     upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
     upstreamCompletionTimeoutMs: COMPLETION_TIMEOUT_MS,
+    streamHeartbeatMs: HEARTBEAT_MS,
   });
 });
 afterAll(() => h.close());
@@ -25,6 +36,7 @@ beforeEach(() => {
   h.recorder.entries.length = 0;
   h.recorder.failure = undefined;
   h.gate.refusal = undefined;
+  h.gate.owed = undefined;
 });
 
 async function failure(promise: Promise<unknown>): Promise<APIError> {
@@ -47,12 +59,17 @@ async function readUntilFailure(stream: AsyncIterable<OpenAI.Chat.Completions.Ch
   throw new Error(`the stream ended without an error after "${text}"`);
 }
 
-async function rawStream(model: string) {
-  const res = await fetch(`${h.url}/v1/chat/completions`, {
+/** A stream request, without the openai client's retries. */
+function rawRequest(model: string): Promise<Response> {
+  return fetch(`${h.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model, messages: hi, stream: true }),
   });
+}
+
+async function rawStream(model: string) {
+  const res = await rawRequest(model);
   return { status: res.status, events: (await res.text()).split('\n\n').filter((event) => event !== '') };
 }
 
@@ -154,6 +171,89 @@ describe('upstream failures before the answer began', () => {
   });
 });
 
+describe('failures before the first part of a stream: an HTTP error a client retries', () => {
+  test('an Anthropic error event first thing after the 200 is a 502 envelope; nothing counted, nothing recorded', async () => {
+    h.anthropic.script({ text: ['never'], usage: { input_tokens: 40 }, failAfterEvents: 0 });
+    const res = await rawRequest(CLAUDE);
+    expect(res.status).toBe(502);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect((await res.json()).error).toEqual({
+      code: 'provider_error',
+      message: 'anthropic answered 529: Overloaded',
+      details: { upstreamStatus: 529, upstreamMessage: 'Overloaded' },
+    });
+    expect(h.recorder.entries).toEqual([]);
+    expect(h.gate.released).toBe(h.gate.admitted.length);
+  });
+
+  test('after message_start and a ping but before any text: a 502, and the input Anthropic counted is billed', async () => {
+    h.anthropic.script({
+      text: ['never'],
+      usage: { input_tokens: 40 },
+      failAfterEvents: 3, // message_start, content_block_start, ping, then the error
+    });
+    const res = await rawRequest(CLAUDE);
+    expect(res.status).toBe(502);
+    expect((await res.json()).error).toMatchObject({
+      code: 'provider_error',
+      details: { upstreamStatus: 529 },
+    });
+    expect(h.recorder.entries.map((entry) => entry.usage)).toEqual([MESSAGE_START_USAGE]);
+    expect(h.gate.released).toBe(h.gate.admitted.length);
+  });
+
+  test('a connection reset after message_start: a 502 stating what was billed, and the x402 payer is told it owes it', async () => {
+    h.anthropic.script({ text: ['never'], usage: { input_tokens: 40 }, resetAfterEvents: 1, delayMs: 20 });
+    h.gate.owed = { 'x-payment-owed': 'owed-after-record' };
+    const res = await rawRequest(CLAUDE);
+    expect(res.status).toBe(502);
+    expect(res.headers.get('x-payment-owed')).toBe('owed-after-record');
+    const { error } = await res.json();
+    expect(error).toMatchObject({ code: 'provider_error', details: { upstreamStatus: null } });
+    expect(error.details.billed).toMatchObject({
+      prompt_tokens: 40,
+      completion_tokens: 1,
+      cost: { totalPicoUsd: expect.stringMatching(/^\d+$/) },
+    });
+    expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([{ inputTokens: 40, exact: false }]);
+  });
+
+  test('a model sending nothing but pings for longer than a second: its stream opens before its first text', async () => {
+    // message_start, content_block_start and a ping 0.7 s apart, the text 2.8 s in.
+    h.anthropic.script({ text: ['late'], usage: { input_tokens: 4 }, delayMs: 700 });
+    const started = Date.now();
+    const res = await rawRequest(CLAUDE);
+    const headersAfter = Date.now() - started;
+    expect(res.status).toBe(200);
+    expect(headersAfter).toBeLessThan(2_200);
+    const text = await res.text();
+    expect(Date.now() - started).toBeGreaterThan(2_500);
+    expect(text).toContain('"content":"late"');
+    expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
+    // Silent for 0.7 s at a time, the open stream got keep-alive comments.
+    expect(text).toContain('\n\n: keep-alive\n\n');
+  });
+
+  test('keep-alive comments are skipped by the openai client', async () => {
+    h.anthropic.script({ text: ['quiet ', 'words'], usage: { input_tokens: 4 }, delayMs: 400 });
+    const chunks = await collect(
+      await h.client.chat.completions.create({ model: CLAUDE, messages: hi, stream: true }),
+    );
+    expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('')).toBe('quiet words');
+  });
+
+  test('a Gemini error chunk first is a 502 with Google’s status', async () => {
+    h.gemini.script({ text: ['alpha'], usage: { promptTokenCount: 17 }, failAfterEvents: 0 });
+    const res = await rawRequest(GEMINI);
+    expect(res.status).toBe(502);
+    expect((await res.json()).error).toMatchObject({
+      code: 'provider_error',
+      details: { upstreamStatus: 500, upstreamMessage: 'An internal error has occurred. Please retry.' },
+    });
+    expect(h.recorder.entries).toEqual([]);
+  });
+});
+
 describe('failures after the stream began', () => {
   test('an Anthropic error event: the text so far, then an SSE error; usage from message_start, not exact', async () => {
     h.anthropic.script({
@@ -167,16 +267,7 @@ describe('failures after the stream began', () => {
     expect(text).toBe('one two ');
     expect(error.error).toMatchObject({ code: 'provider_error', details: { upstreamStatus: 529 } });
     expect(error.message).toContain('Overloaded');
-    expect(h.recorder.entries.map((entry) => entry.usage)).toEqual([
-      {
-        inputTokens: 40,
-        cacheReadTokens: 0,
-        cacheWriteTokens: 0,
-        outputTokens: 1,
-        reasoningTokens: 0,
-        exact: false,
-      },
-    ]);
+    expect(h.recorder.entries.map((entry) => entry.usage)).toEqual([MESSAGE_START_USAGE]);
     expect(h.gate.released).toBe(h.gate.admitted.length);
   });
 

@@ -1,6 +1,7 @@
 import { ERC1967Proxy, SimpleFactory } from '@metamask/delegation-abis';
 import { ERC1967Proxy as ERC1967ProxyBytecode } from '@metamask/delegation-abis/bytecode';
 import { type Caveat, Implementation, toMetaMaskSmartAccount } from '@metamask/smart-accounts-kit';
+import { APIError } from 'openai';
 import {
   type Address,
   concat,
@@ -508,6 +509,16 @@ describe('POST /v1/authorize', () => {
       .create({ model: 'anthropic/claude-sonnet-4.5', messages: [{ role: 'user', content: 'hi' }] })
       .withResponse();
     expect(paid.response.headers.get('x-settlement-amount')).toBe('66');
+
+    // The owner clears its delegation (EIP-7702 to the zero address): what it owes cannot be
+    // collected, so nothing more is forwarded.
+    await local.testClient.setCode({ address: owner.address, bytecode: '0x' });
+    const calls = anthropic.log.length;
+    const cleared = await chat(client).catch((error: unknown) => error);
+    expect(cleared).toBeInstanceOf(APIError);
+    expect(cleared).toMatchObject({ status: 402, code: 'payment_required' });
+    expect((cleared as APIError).message).toMatch(/no code on chain any more/);
+    expect(anthropic.log.length).toBe(calls);
 
     await delegateTo(local.environment.DelegationManager);
     const delegation = buildSessionDelegation({

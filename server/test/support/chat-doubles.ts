@@ -16,6 +16,8 @@ export interface GateDouble extends PaymentGate {
   released: number;
   /** Thrown by the next `admit` calls while set. */
   refusal?: ApiError;
+  /** While set, the headers stating what is owed once a request's usage is recorded (as x402's). */
+  owed?: Record<string, string>;
 }
 
 export function gateDouble(responseHeaders: Record<string, string> = {}): GateDouble {
@@ -30,6 +32,7 @@ export function gateDouble(responseHeaders: Record<string, string> = {}): GateDo
         payer: TEST_PAYER,
         rail: 'session',
         responseHeaders,
+        ...(gate.owed && { owedHeaders: async () => gate.owed ?? {} }),
         release() {
           if (released) throw new Error('an admission was released twice');
           released = true;

@@ -47,6 +47,8 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
       upstreamTimeoutMs: 5_000,
       upstreamCompletionTimeoutMs: 5_000,
       upstreamConnectTimeoutMs: 5_000,
+      streamHeartbeatMs: 15_000,
+      streamBufferBudgetBytes: 64 * 1024 * 1024,
       collectorIdleMs: 60_000,
       collectorIntervalMs: 30_000,
       collectorBatchSize: 100,

@@ -151,6 +151,8 @@ export function gatewayEnvironment(config: GatewayConfig, dir: string): Record<s
     UPSTREAM_TIMEOUT_MS: String(limits.upstreamTimeoutMs),
     UPSTREAM_COMPLETION_TIMEOUT_MS: String(limits.upstreamCompletionTimeoutMs),
     UPSTREAM_CONNECT_TIMEOUT_MS: String(limits.upstreamConnectTimeoutMs),
+    STREAM_HEARTBEAT_MS: String(limits.streamHeartbeatMs),
+    STREAM_BUFFER_BUDGET_BYTES: String(limits.streamBufferBudgetBytes),
     COLLECTOR_IDLE_MS: String(limits.collectorIdleMs),
     COLLECTOR_INTERVAL_MS: String(limits.collectorIntervalMs),
     COLLECTOR_BATCH_SIZE: String(limits.collectorBatchSize),

@@ -1,0 +1,189 @@
+import { PassThrough } from 'node:stream';
+import type { FastifyReply } from 'fastify';
+import type { StreamDisconnect } from '../observability/metrics.js';
+import type { EventSink } from '../services/chat-service.js';
+
+/** Bytes of a stream a client may leave unread: past them it is disconnected (its answer is still billed). */
+export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The event streams of one gateway and what they hold unread together. Past the budget streams are
+ * disconnected, so that slow clients together cannot take the process's memory: those whose client
+ * took nothing for IDLE_MS, largest first, until the rest fit; else the largest of the others.
+ */
+export class StreamBuffers {
+  /** Each open stream, with what its client had taken at the last check and when that last grew. */
+  private readonly open = new Map<BufferedStream, { taken: number; progressAt: number }>();
+  private checkedAt = Number.NEGATIVE_INFINITY;
+  private recheck: NodeJS.Timeout | undefined;
+
+  constructor(readonly budgetBytes: number) {}
+
+  add(stream: BufferedStream): void {
+    this.open.set(stream, { taken: stream.taken(), progressAt: performance.now() });
+  }
+
+  delete(stream: BufferedStream): void {
+    this.open.delete(stream);
+  }
+
+  /** The streams open and what they hold unread (for the metrics). */
+  snapshot(): { streams: number; unreadBytes: number } {
+    let unreadBytes = 0;
+    for (const stream of this.open.keys()) unreadBytes += stream.unread();
+    return { streams: this.open.size, unreadBytes };
+  }
+
+  /**
+   * Called when a stream's writes back up: sums what every stream holds, at most once per
+   * ENFORCE_INTERVAL_MS (a backed-up stream calls it on each write, and the sum is O(streams));
+   * a call within it is made at its end.
+   */
+  enforce(): void {
+    const now = performance.now();
+    const wait = this.checkedAt + ENFORCE_INTERVAL_MS - now;
+    if (wait > 0) {
+      this.recheck ??= setTimeout(() => {
+        this.recheck = undefined;
+        this.enforce();
+      }, wait).unref();
+      return;
+    }
+    this.checkedAt = now;
+    let total = 0;
+    const held: Array<{ stream: BufferedStream; unread: number; idle: boolean }> = [];
+    for (const [stream, seen] of this.open) {
+      const taken = stream.taken();
+      if (taken !== seen.taken) this.open.set(stream, { taken, progressAt: now });
+      const unread = stream.unread();
+      total += unread;
+      if (unread > 0)
+        held.push({ stream, unread, idle: taken === seen.taken && now - seen.progressAt >= IDLE_MS });
+    }
+    if (total <= this.budgetBytes) return;
+    held.sort((a, b) => Number(b.idle) - Number(a.idle) || b.unread - a.unread);
+    for (const { stream, unread, idle } of held) {
+      stream.disconnect('buffer_budget', `streams hold more than ${this.budgetBytes} bytes unread together`);
+      total -= unread;
+      // Of clients still reading, one per check: what the others hold may be gone by the next.
+      if (total <= this.budgetBytes || !idle) return;
+    }
+  }
+}
+
+/** How often the budget is summed at most: what streams write meanwhile is over it for that long. */
+const ENFORCE_INTERVAL_MS = 20;
+/** A client that took nothing of its stream for this long is cut before one that is reading. */
+const IDLE_MS = 100;
+
+export interface BufferedStream {
+  unread(): number;
+  /** Bytes its client has taken so far. */
+  taken(): number;
+  disconnect(reason: StreamDisconnect, detail: string): void;
+}
+
+/** An SSE comment: clients skip it. */
+const HEARTBEAT = ': keep-alive\n\n';
+
+export interface EventStreamOptions {
+  /** The longest a client may take nothing of its stream while some is waiting (UPSTREAM_TIMEOUT_MS). */
+  stallMs: number;
+  /** A comment goes out when nothing else did for this long, so that proxies keep an idle stream open (STREAM_HEARTBEAT_MS). */
+  heartbeatMs: number;
+  buffers: StreamBuffers;
+  onDisconnect(reason: StreamDisconnect): void;
+}
+
+/**
+ * Server-sent events to the socket. Writes never wait for the client: the provider's answer is read
+ * at its own pace (its usage known, and billed, when it ends) and buffered for a slow client; one
+ * that takes nothing of it for `stallMs` while some is waiting, or leaves too much of it unread, is
+ * disconnected.
+ */
+export function openEventStream(
+  reply: FastifyReply,
+  options: EventStreamOptions,
+  clientGone: AbortSignal,
+): EventSink {
+  const body = new PassThrough();
+  reply
+    .headers({
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+      connection: 'keep-alive',
+    })
+    .send(body);
+  const open = () => !body.destroyed && !body.writableEnded && !reply.raw.destroyed;
+  let written = 0;
+  // What left the gateway's buffers for the socket: the client's progress.
+  const taken = () => written - body.writableLength - body.readableLength;
+  const stream: BufferedStream = {
+    unread: () => body.writableLength + body.readableLength,
+    taken,
+    disconnect(reason, detail) {
+      if (body.destroyed) return;
+      reply.log.warn(
+        { unreadBytes: stream.unread(), reason: detail },
+        'the client left its stream unread: disconnected',
+      );
+      options.onDisconnect(reason);
+      reply.raw.destroy();
+      body.destroy();
+    },
+  };
+  options.buffers.add(stream);
+  let stalled: NodeJS.Timeout | undefined;
+  const watch = () => {
+    if (stalled || stream.unread() === 0) return;
+    const progress = taken();
+    stalled = setTimeout(() => {
+      stalled = undefined;
+      // Queued behind an earlier response on its connection (pipelining), it cannot be read yet.
+      if (!reply.raw.socket || taken() > progress) return watch();
+      if (stream.unread() > 0) stream.disconnect('stalled', `nothing read for ${options.stallMs} ms`);
+    }, options.stallMs);
+  };
+  // While a model thinks (its thoughts are not relayed) an answer can be silent for minutes.
+  const heartbeat = setTimeout(function beat() {
+    if (!open()) return;
+    if (stream.unread() === 0) {
+      written += HEARTBEAT.length;
+      body.write(HEARTBEAT);
+    }
+    heartbeat.refresh();
+  }, options.heartbeatMs);
+  // A response queued behind another on its connection hears nothing of the socket closing (its
+  // writes wait for a socket forever): the client's leaving releases it.
+  const onGone = () => body.destroy();
+  body.on('close', () => {
+    clearTimeout(stalled);
+    clearTimeout(heartbeat);
+    options.buffers.delete(stream);
+    clientGone.removeEventListener('abort', onGone);
+  });
+  if (clientGone.aborted) onGone();
+  else clientGone.addEventListener('abort', onGone, { once: true });
+  return {
+    send(...events) {
+      if (!open()) return;
+      heartbeat.refresh();
+      const text = events.map((json) => `data: ${json}\n\n`).join('');
+      written += Buffer.byteLength(text);
+      if (body.write(text)) return;
+      if (stream.unread() > MAX_UNREAD_BYTES)
+        return stream.disconnect('unread', `more than ${MAX_UNREAD_BYTES} bytes unread`);
+      options.buffers.enforce();
+      watch();
+    },
+    close(done) {
+      clearTimeout(heartbeat);
+      if (!open()) return;
+      const text = done ? 'data: [DONE]\n\n' : '';
+      written += Buffer.byteLength(text);
+      body.end(text || undefined);
+      watch();
+    },
+  };
+}
