@@ -9,22 +9,36 @@ export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 /**
  * The event streams of one gateway and what they hold unread together. Past the budget streams are
  * disconnected, so that slow clients together cannot take the process's memory: those whose client
- * took nothing for IDLE_MS, largest first, until the rest fit; else the largest of the others.
+ * took nothing for IDLE_TICKS, largest first, until the rest fit; else, of the others, the one that
+ * would take longest to drain at the pace its client read since the last check (one that just
+ * stopped reading before one reading along, whatever each holds).
  */
 export class StreamBuffers {
-  /** Each open stream, with what its client had taken at the last check and when that last grew. */
-  private readonly open = new Map<BufferedStream, { taken: number; progressAt: number }>();
+  /** Each open stream: what its client had taken at the last check (`at`), and the tick that last grew it. */
+  private readonly open = new Map<BufferedStream, { taken: number; at: number; progressTick: number }>();
+  /**
+   * Turns of the event loop at least TICK_MS apart, counted while streams are open. Idleness is counted
+   * in them, not in time: after a pause (a long garbage collection, a starved CPU) a check can run
+   * before the loop has seen the sockets drain, and every client would look idle.
+   */
+  private ticks = 0;
+  private ticker: NodeJS.Timeout | undefined;
   private checkedAt = Number.NEGATIVE_INFINITY;
   private recheck: NodeJS.Timeout | undefined;
 
   constructor(readonly budgetBytes: number) {}
 
   add(stream: BufferedStream): void {
-    this.open.set(stream, { taken: stream.taken(), progressAt: performance.now() });
+    // A timer runs at most once per turn of the loop, however late it is.
+    this.ticker ??= setInterval(() => this.ticks++, TICK_MS).unref();
+    this.open.set(stream, { taken: stream.taken(), at: performance.now(), progressTick: this.ticks });
   }
 
   delete(stream: BufferedStream): void {
     this.open.delete(stream);
+    if (this.open.size > 0) return;
+    clearInterval(this.ticker);
+    this.ticker = undefined;
   }
 
   /** The streams open and what they hold unread (for the metrics). */
@@ -51,17 +65,28 @@ export class StreamBuffers {
     }
     this.checkedAt = now;
     let total = 0;
-    const held: Array<{ stream: BufferedStream; unread: number; idle: boolean }> = [];
+    const held: Array<{ stream: BufferedStream; unread: number; idle: boolean; drainMs: number }> = [];
     for (const [stream, seen] of this.open) {
       const taken = stream.taken();
-      if (taken !== seen.taken) this.open.set(stream, { taken, progressAt: now });
+      const read = taken - seen.taken;
+      this.open.set(stream, { taken, at: now, progressTick: read > 0 ? this.ticks : seen.progressTick });
       const unread = stream.unread();
       total += unread;
       if (unread > 0)
-        held.push({ stream, unread, idle: taken === seen.taken && now - seen.progressAt >= IDLE_MS });
+        held.push({
+          stream,
+          unread,
+          idle: read === 0 && this.ticks - seen.progressTick >= IDLE_TICKS,
+          drainMs: read > 0 ? (unread * (now - seen.at)) / read : Number.POSITIVE_INFINITY,
+        });
     }
     if (total <= this.budgetBytes) return;
-    held.sort((a, b) => Number(b.idle) - Number(a.idle) || b.unread - a.unread);
+    held.sort(
+      (a, b) =>
+        Number(b.idle) - Number(a.idle) ||
+        (b.drainMs === a.drainMs ? 0 : b.drainMs > a.drainMs ? 1 : -1) ||
+        b.unread - a.unread,
+    );
     for (const { stream, unread, idle } of held) {
       stream.disconnect('buffer_budget', `streams hold more than ${this.budgetBytes} bytes unread together`);
       total -= unread;
@@ -73,8 +98,9 @@ export class StreamBuffers {
 
 /** How often the budget is summed at most: what streams write meanwhile is over it for that long. */
 const ENFORCE_INTERVAL_MS = 20;
-/** A client that took nothing of its stream for this long is cut before one that is reading. */
-const IDLE_MS = 100;
+const TICK_MS = 10;
+/** A client that took nothing of its stream for this many ticks (100 ms at least) is cut before one that is reading. */
+const IDLE_TICKS = 10;
 
 export interface BufferedStream {
   unread(): number;

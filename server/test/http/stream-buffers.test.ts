@@ -35,8 +35,8 @@ test('under the budget nothing is cut; over it, the stream holding the most', as
   expect(buffers.snapshot()).toEqual({ streams: 2, unreadBytes: 1100 });
 });
 
-/** Past the 100 ms a client must have taken nothing for to count as idle. */
-const idleTime = () => sleep(110);
+/** Past the ten 10 ms ticks (turns of the loop) a client must have taken nothing for to count as idle. */
+const idleTime = () => sleep(200);
 
 test('a client still reading is spared while one that took nothing for a while holds less', async () => {
   const buffers = new StreamBuffers(1000);
@@ -46,6 +46,54 @@ test('a client still reading is spared while one that took nothing for a while h
   buffers.add(stalled);
   await idleTime();
   reading.takenBytes = 5000;
+  buffers.enforce();
+  expect([reading.cut, stalled.cut]).toEqual([undefined, 'buffer_budget']);
+});
+
+test('of clients still reading, the one that just stopped is cut before one reading along that holds more', async () => {
+  const buffers = new StreamBuffers(1000);
+  const reading = fakeStream(100);
+  const stopping = fakeStream(100);
+  buffers.add(reading);
+  buffers.add(stopping);
+  // Both read up to this check; then one stops (its kernel buffers full), far within the 100 ms that make it idle.
+  reading.takenBytes = 50_000;
+  stopping.takenBytes = 50_000;
+  buffers.enforce();
+  await nextCheck();
+  reading.takenBytes = 80_000;
+  reading.unreadBytes = 700;
+  stopping.unreadBytes = 400;
+  buffers.enforce();
+  expect([reading.cut, stopping.cut]).toEqual([undefined, 'buffer_budget']);
+});
+
+test('of clients still reading, the one that would take longest to drain at its pace is cut', async () => {
+  const buffers = new StreamBuffers(1000);
+  const fast = fakeStream(700);
+  const slow = fakeStream(400);
+  buffers.add(fast);
+  buffers.add(slow);
+  fast.takenBytes = 70_000; // its 700 bytes drain in a hundredth of the time since it was added
+  slow.takenBytes = 40; // its 400 take ten times that time
+  buffers.enforce();
+  expect([fast.cut, slow.cut]).toEqual([undefined, 'buffer_budget']);
+});
+
+test('after the whole process paused (a long garbage collection), a client that was reading is not taken for idle', async () => {
+  const buffers = new StreamBuffers(1000);
+  const reading = fakeStream(0);
+  const stalled = fakeStream(300);
+  buffers.add(reading);
+  buffers.add(stalled);
+  await idleTime();
+  reading.takenBytes = 50_000;
+  reading.unreadBytes = 500;
+  buffers.enforce();
+  // Nothing of the loop runs for 150 ms: the client's socket could not drain meanwhile.
+  const until = performance.now() + 150;
+  while (performance.now() < until);
+  reading.unreadBytes = 800;
   buffers.enforce();
   expect([reading.cut, stalled.cut]).toEqual([undefined, 'buffer_budget']);
 });
