@@ -39,6 +39,7 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
         reply.raw.on('close', leave);
         socket.on('close', leave);
       }
+      let streamed = false;
       const input: ChatInput = {
         request: request.body,
         model,
@@ -49,7 +50,10 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
         log: request.log,
         response: {
           headers: (values) => reply.headers(values),
-          openStream: () => openEventStream(reply, options.streams, clientGone.signal),
+          openStream: () => {
+            streamed = true;
+            return openEventStream(reply, options.streams, clientGone.signal);
+          },
         },
       };
       const handled = options.chat.handle(input);
@@ -58,7 +62,7 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
         const body = await handled;
         if (body !== undefined) return reply.send(body);
         // A stream answered by itself; one whose client left before it opened has no one to answer.
-        return reply.sent ? reply : reply.hijack();
+        return streamed ? reply : reply.hijack();
       } catch (error) {
         if (!clientGone.signal.aborted) throw error;
         request.log.info('the client went away before its answer');

@@ -1,4 +1,4 @@
-import { PassThrough } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import type { StreamDisconnect } from '../observability/metrics.js';
 import type { EventSink } from '../services/chat-service.js';
@@ -9,13 +9,15 @@ export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
 /**
  * The event streams of one gateway and what they hold unread together. Past the budget streams are
  * disconnected, so that slow clients together cannot take the process's memory: those whose client
- * took nothing for IDLE_TICKS, largest first, until the rest fit; else, of the others, the one that
- * would take longest to drain at the pace its client read since the last check (one that just
- * stopped reading before one reading along, whatever each holds).
+ * took nothing for IDLE_TICKS while some was waiting, largest first, until the rest fit; else the
+ * largest of the others.
  */
 export class StreamBuffers {
-  /** Each open stream: what its client had taken at the last check (`at`), and the tick that last grew it. */
-  private readonly open = new Map<BufferedStream, { taken: number; at: number; progressTick: number }>();
+  /**
+   * Each open stream at the last check: what its client had taken and what it held, and since which
+   * tick it has held some and taken nothing.
+   */
+  private readonly open = new Map<BufferedStream, { taken: number; unread: number; quietSince: number }>();
   /**
    * Turns of the event loop at least TICK_MS apart, counted while streams are open. Idleness is counted
    * in them, not in time: after a pause (a long garbage collection, a starved CPU) a check can run
@@ -31,7 +33,7 @@ export class StreamBuffers {
   add(stream: BufferedStream): void {
     // A timer runs at most once per turn of the loop, however late it is.
     this.ticker ??= setInterval(() => this.ticks++, TICK_MS).unref();
-    this.open.set(stream, { taken: stream.taken(), at: performance.now(), progressTick: this.ticks });
+    this.open.set(stream, { taken: stream.taken(), unread: stream.unread(), quietSince: this.ticks });
   }
 
   delete(stream: BufferedStream): void {
@@ -65,28 +67,20 @@ export class StreamBuffers {
     }
     this.checkedAt = now;
     let total = 0;
-    const held: Array<{ stream: BufferedStream; unread: number; idle: boolean; drainMs: number }> = [];
+    const held: Array<{ stream: BufferedStream; unread: number; idle: boolean }> = [];
     for (const [stream, seen] of this.open) {
       const taken = stream.taken();
-      const read = taken - seen.taken;
-      this.open.set(stream, { taken, at: now, progressTick: read > 0 ? this.ticks : seen.progressTick });
       const unread = stream.unread();
+      // Quiet: it took nothing since the last check, and held some then (a silent answer, say a
+      // model thinking, leaves nothing waiting: its client is not idle for it).
+      const quiet = taken === seen.taken && seen.unread > 0;
+      const quietSince = quiet ? seen.quietSince : this.ticks;
+      this.open.set(stream, { taken, unread, quietSince });
       total += unread;
-      if (unread > 0)
-        held.push({
-          stream,
-          unread,
-          idle: read === 0 && this.ticks - seen.progressTick >= IDLE_TICKS,
-          drainMs: read > 0 ? (unread * (now - seen.at)) / read : Number.POSITIVE_INFINITY,
-        });
+      if (unread > 0) held.push({ stream, unread, idle: quiet && this.ticks - quietSince >= IDLE_TICKS });
     }
     if (total <= this.budgetBytes) return;
-    held.sort(
-      (a, b) =>
-        Number(b.idle) - Number(a.idle) ||
-        (b.drainMs === a.drainMs ? 0 : b.drainMs > a.drainMs ? 1 : -1) ||
-        b.unread - a.unread,
-    );
+    held.sort((a, b) => Number(b.idle) - Number(a.idle) || b.unread - a.unread);
     for (const { stream, unread, idle } of held) {
       stream.disconnect('buffer_budget', `streams hold more than ${this.budgetBytes} bytes unread together`);
       total -= unread;
@@ -109,6 +103,7 @@ export interface BufferedStream {
   disconnect(reason: StreamDisconnect, detail: string): void;
 }
 
+const DONE = 'data: [DONE]\n\n';
 /** An SSE comment: clients skip it. */
 const HEARTBEAT = ': keep-alive\n\n';
 
@@ -132,7 +127,8 @@ export function openEventStream(
   options: EventStreamOptions,
   clientGone: AbortSignal,
 ): EventSink {
-  const body = new PassThrough();
+  // Pushed to, never written: what it holds is exactly what the socket has not taken yet.
+  const body = new Readable({ read() {} });
   reply
     .headers({
       'content-type': 'text/event-stream; charset=utf-8',
@@ -141,15 +137,19 @@ export function openEventStream(
       connection: 'keep-alive',
     })
     .send(body);
-  const open = () => !body.destroyed && !body.writableEnded && !reply.raw.destroyed;
-  let written = 0;
-  // What left the gateway's buffers for the socket: the client's progress.
-  const taken = () => written - body.writableLength - body.readableLength;
+  let ended = false;
+  const open = () => !ended && !body.destroyed && !reply.raw.destroyed;
+  let pushed = 0;
+  // What the client has not taken: in the stream, and in the socket's own buffer once this response
+  // has the socket (a single large event, or an answer's end, passes straight to it).
+  const unread = () => body.readableLength + (reply.raw.socket?.writableLength ?? 0);
+  // What left for the kernel: the client's progress (less the few bytes of chunked framing).
+  const taken = () => pushed - unread();
   const stream: BufferedStream = {
-    unread: () => body.writableLength + body.readableLength,
+    unread,
     taken,
     disconnect(reason, detail) {
-      if (body.destroyed) return;
+      if (reply.raw.destroyed) return;
       reply.log.warn(
         { unreadBytes: stream.unread(), reason: detail },
         'the client left its stream unread: disconnected',
@@ -175,19 +175,27 @@ export function openEventStream(
   const heartbeat = setTimeout(function beat() {
     if (!open()) return;
     if (stream.unread() === 0) {
-      written += HEARTBEAT.length;
-      body.write(HEARTBEAT);
+      pushed += HEARTBEAT.length;
+      body.push(HEARTBEAT);
     }
     heartbeat.refresh();
   }, options.heartbeatMs);
-  // A response queued behind another on its connection hears nothing of the socket closing (its
-  // writes wait for a socket forever): the client's leaving releases it.
-  const onGone = () => body.destroy();
-  body.on('close', () => {
+  const release = () => {
     clearTimeout(stalled);
     clearTimeout(heartbeat);
     options.buffers.delete(stream);
     clientGone.removeEventListener('abort', onGone);
+  };
+  // A response queued behind another on its connection hears nothing of the socket closing (its
+  // writes wait for a socket forever): the client's leaving releases it.
+  const onGone = () => {
+    body.destroy();
+    release();
+  };
+  // A stream read to its end may still wait in the socket: it is released with its response.
+  reply.raw.once('close', release);
+  body.once('close', () => {
+    if (!body.readableEnded) release();
   });
   if (clientGone.aborted) onGone();
   else clientGone.addEventListener('abort', onGone, { once: true });
@@ -196,9 +204,11 @@ export function openEventStream(
       if (!open()) return;
       heartbeat.refresh();
       const text = events.map((json) => `data: ${json}\n\n`).join('');
-      written += Buffer.byteLength(text);
-      if (body.write(text)) return;
-      if (stream.unread() > MAX_UNREAD_BYTES)
+      pushed += Buffer.byteLength(text);
+      body.push(text);
+      const waiting = unread();
+      if (waiting < body.readableHighWaterMark) return;
+      if (waiting > MAX_UNREAD_BYTES)
         return stream.disconnect('unread', `more than ${MAX_UNREAD_BYTES} bytes unread`);
       options.buffers.enforce();
       watch();
@@ -206,9 +216,12 @@ export function openEventStream(
     close(done) {
       clearTimeout(heartbeat);
       if (!open()) return;
-      const text = done ? 'data: [DONE]\n\n' : '';
-      written += Buffer.byteLength(text);
-      body.end(text || undefined);
+      ended = true;
+      if (done) {
+        pushed += DONE.length;
+        body.push(DONE);
+      }
+      body.push(null);
       watch();
     },
   };

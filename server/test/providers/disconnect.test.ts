@@ -323,6 +323,38 @@ describe('a client that reads slowly', () => {
     expect(Date.now() - started).toBeGreaterThan(UPSTREAM_TIMEOUT_MS);
     expect(raw.endsWith('data: [DONE]\n\n')).toBe(true);
   });
+  test('one that takes nothing of an answer whose end waits in the socket itself is cut off all the same', async () => {
+    // One event of 6 MB: past what the kernel takes (4 MB of send buffer here), the rest waits in
+    // the socket's own buffer, none of it in the gateway's stream, which has ended.
+    h.anthropic.script({ text: ['y'.repeat(6_000_000)], usage: { input_tokens: 5, output_tokens: 1 } });
+    const cutOff = async () => {
+      const exposition = parseExposition(await (await fetch(`${h.url}/metrics`)).text());
+      const count = (reason: string) =>
+        sampleValue(exposition, 'paygate_stream_disconnects_total', { reason }) ?? 0;
+      return count('stalled') + count('unread');
+    };
+    const unfinished = async () =>
+      sampleValue(
+        parseExposition(await (await fetch(`${h.url}/metrics`)).text()),
+        'paygate_http_requests_total',
+        {
+          route: '/v1/chat/completions',
+          status: '499',
+        },
+      ) ?? 0;
+    const before = { cut: await cutOff(), released: h.gate.released, unfinished: await unfinished() };
+    const { received, resume } = readFirstBytesOnly();
+    await vi.waitFor(async () => expect(await cutOff()).toBe(before.cut + 1), WAIT);
+    await vi.waitFor(() => expect(h.gate.released).toBe(before.released + 1), WAIT);
+    expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([{ outputTokens: 1, exact: true }]);
+    resume();
+    expect((await received).endsWith('data: [DONE]\n\n')).toBe(false);
+    const open = async () =>
+      sampleValue(parseExposition(await (await fetch(`${h.url}/metrics`)).text()), 'paygate_streams_open');
+    await vi.waitFor(async () => expect(await open()).toBe(0), WAIT);
+    // Counted among the requests, as one whose response did not finish.
+    expect(await unfinished()).toBe(before.unfinished + 1);
+  });
 });
 
 describe('streams that together hold more than STREAM_BUFFER_BUDGET_BYTES unread', () => {
