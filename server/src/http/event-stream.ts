@@ -51,14 +51,15 @@ export class StreamBuffers {
   }
 
   /**
-   * Called when a stream's writes back up: sums what every stream holds, at most once per
-   * ENFORCE_INTERVAL_MS (a backed-up stream calls it on each write, and the sum is O(streams));
-   * a call within it is made at its end.
+   * Called when a stream's writes back up, with what that stream holds: sums what every stream
+   * holds, at most once per ENFORCE_INTERVAL_MS (a backed-up stream calls it on each write, and the
+   * sum is O(streams)); a call within it is made at its end, unless its stream alone holds more than
+   * the budget (a fast upstream can fill megabytes in an interval).
    */
-  enforce(): void {
+  enforce(holding = 0): void {
     const now = performance.now();
     const wait = this.checkedAt + ENFORCE_INTERVAL_MS - now;
-    if (wait > 0) {
+    if (wait > 0 && holding <= this.budgetBytes) {
       this.recheck ??= setTimeout(() => {
         this.recheck = undefined;
         this.enforce();
@@ -210,7 +211,7 @@ export function openEventStream(
       if (waiting < body.readableHighWaterMark) return;
       if (waiting > MAX_UNREAD_BYTES)
         return stream.disconnect('unread', `more than ${MAX_UNREAD_BYTES} bytes unread`);
-      options.buffers.enforce();
+      options.buffers.enforce(waiting);
       watch();
     },
     close(done) {

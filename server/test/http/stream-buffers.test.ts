@@ -107,6 +107,16 @@ test('idle streams are cut, largest first, until the rest fit; of streams still 
   expect(reading.map((stream) => stream.cut)).toEqual(['buffer_budget', undefined]);
 });
 
+test('a stream holding more than the whole budget by itself is judged at once, not at the end of the 20 ms', () => {
+  const buffers = new StreamBuffers(1000);
+  const stream = fakeStream(10);
+  buffers.add(stream);
+  buffers.enforce(10);
+  stream.unreadBytes = 1500;
+  buffers.enforce(1500);
+  expect(stream.cut).toBe('buffer_budget');
+});
+
 test('checks skipped within 20 ms are made at its end', async () => {
   const buffers = new StreamBuffers(1000);
   const stream = fakeStream(10);
