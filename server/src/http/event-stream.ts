@@ -75,10 +75,12 @@ export class StreamBuffers {
       // Quiet: it took nothing since the last check, and held some then (a silent answer, say a
       // model thinking, leaves nothing waiting: its client is not idle for it).
       const quiet = taken === seen.taken && seen.unread > 0;
-      const quietSince = quiet ? seen.quietSince : this.ticks;
-      this.open.set(stream, { taken, unread, quietSince });
+      if (!quiet) seen.quietSince = this.ticks;
+      seen.taken = taken;
+      seen.unread = unread;
       total += unread;
-      if (unread > 0) held.push({ stream, unread, idle: quiet && this.ticks - quietSince >= IDLE_TICKS });
+      if (unread > 0)
+        held.push({ stream, unread, idle: quiet && this.ticks - seen.quietSince >= IDLE_TICKS });
     }
     if (total <= this.budgetBytes) return;
     held.sort((a, b) => Number(b.idle) - Number(a.idle) || b.unread - a.unread);
@@ -105,6 +107,7 @@ export interface BufferedStream {
 }
 
 const DONE = 'data: [DONE]\n\n';
+const SLICE_BYTES = 64 * 1024;
 /** An SSE comment: clients skip it. */
 const HEARTBEAT = ': keep-alive\n\n';
 
@@ -141,9 +144,9 @@ export function openEventStream(
   let ended = false;
   const open = () => !ended && !body.destroyed && !reply.raw.destroyed;
   let pushed = 0;
-  // What the client has not taken: in the stream, and in the socket's own buffer once this response
-  // has the socket (a single large event, or an answer's end, passes straight to it).
-  const unread = () => body.readableLength + (reply.raw.socket?.writableLength ?? 0);
+  // What the client has not taken: in the stream, and in the response's own buffers (its socket's
+  // once it has one; while queued behind another response on its connection, its own).
+  const unread = () => body.readableLength + reply.raw.writableLength;
   // What left for the kernel: the client's progress (less the few bytes of chunked framing).
   const taken = () => pushed - unread();
   const stream: BufferedStream = {
@@ -203,14 +206,22 @@ export function openEventStream(
   return {
     send(...events) {
       if (!open()) return;
+      // Judged before the new events: one larger than a client may leave unread still reaches it.
+      if (unread() > MAX_UNREAD_BYTES)
+        return stream.disconnect('unread', `more than ${MAX_UNREAD_BYTES} bytes unread`);
       heartbeat.refresh();
       const text = events.map((json) => `data: ${json}\n\n`).join('');
-      pushed += Buffer.byteLength(text);
-      body.push(text);
+      const bytes = Buffer.byteLength(text);
+      pushed += bytes;
+      if (bytes <= SLICE_BYTES) body.push(text);
+      else {
+        // A socket counts a write as taken only once all of it is: in slices, a client reading a
+        // huge event shows its progress, and the socket holds one slice of it at a time.
+        const buffer = Buffer.from(text);
+        for (let at = 0; at < bytes; at += SLICE_BYTES) body.push(buffer.subarray(at, at + SLICE_BYTES));
+      }
       const waiting = unread();
       if (waiting < body.readableHighWaterMark) return;
-      if (waiting > MAX_UNREAD_BYTES)
-        return stream.disconnect('unread', `more than ${MAX_UNREAD_BYTES} bytes unread`);
       options.buffers.enforce(waiting);
       watch();
     },
@@ -224,6 +235,8 @@ export function openEventStream(
       }
       body.push(null);
       watch();
+      // The response's own end follows the stream's: watched too, however little of it waits.
+      body.once('end', watch);
     },
   };
 }

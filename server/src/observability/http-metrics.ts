@@ -17,7 +17,8 @@ export function installHttpMetrics(app: FastifyInstance, metrics: GatewayMetrics
     // can read as finished once Fastify has ended it.
     let finished = false;
     reply.raw.once('finish', () => {
-      finished = true;
+      // A socket destroyed with writes pending still completes them, and the response finishes.
+      finished = !request.raw.socket.destroyed;
     });
     reply.raw.once('close', () => {
       const route = request.routeOptions.url ?? UNMATCHED_ROUTE;

@@ -323,10 +323,30 @@ describe('a client that reads slowly', () => {
     expect(Date.now() - started).toBeGreaterThan(UPSTREAM_TIMEOUT_MS);
     expect(raw.endsWith('data: [DONE]\n\n')).toBe(true);
   });
-  test('one that takes nothing of an answer whose end waits in the socket itself is cut off all the same', async () => {
-    // One event of 6 MB: past what the kernel takes (4 MB of send buffer here), the rest waits in
-    // the socket's own buffer, none of it in the gateway's stream, which has ended.
-    h.anthropic.script({ text: ['y'.repeat(6_000_000)], usage: { input_tokens: 5, output_tokens: 1 } });
+  test('one reading along gets an event larger than what a client may leave unread whole', async () => {
+    const huge = `${'z'.repeat(3_000_000)}é${'z'.repeat(2_999_999)}`; // 6 MB in one event, a 2-byte character in it
+    h.anthropic.script({ text: [huge], usage: { input_tokens: 5, output_tokens: 1 } });
+    const raw = await new Promise<string>((resolve, reject) => {
+      streamLong((res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        res.on('error', reject);
+      }).on('error', reject);
+    });
+    expect(raw.endsWith('data: [DONE]\n\n')).toBe(true);
+    const text = raw
+      .split('\n\n')
+      .filter((event) => event.startsWith('data: {'))
+      .map((event) => JSON.parse(event.slice(6)).choices[0]?.delta.content ?? '')
+      .join('');
+    expect(text).toBe(huge);
+  });
+
+  test('one that takes nothing of an answer that has ended, but waits in the response, is cut off all the same', async () => {
+    // One event of 20 MB: far past what the kernel takes (4 MB of send buffer here, and what the
+    // client read before it paused), the stream ends with the rest waiting in the response.
+    h.anthropic.script({ text: ['y'.repeat(20_000_000)], usage: { input_tokens: 5, output_tokens: 1 } });
     const cutOff = async () => {
       const exposition = parseExposition(await (await fetch(`${h.url}/metrics`)).text());
       const count = (reason: string) =>
