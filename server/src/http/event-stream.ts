@@ -131,7 +131,7 @@ export function openEventStream(
   options: EventStreamOptions,
   clientGone: AbortSignal,
 ): EventSink {
-  // Pushed to, never written: what it holds is exactly what the socket has not taken yet.
+  // Pushed to, never written: what it holds is exactly what the response has not taken yet.
   const body = new Readable({ read() {} });
   reply
     .headers({
@@ -155,7 +155,7 @@ export function openEventStream(
     disconnect(reason, detail) {
       if (reply.raw.destroyed) return;
       reply.log.warn(
-        { unreadBytes: stream.unread(), reason: detail },
+        { unreadBytes: unread(), reason: detail },
         'the client left its stream unread: disconnected',
       );
       options.onDisconnect(reason);
@@ -166,19 +166,19 @@ export function openEventStream(
   options.buffers.add(stream);
   let stalled: NodeJS.Timeout | undefined;
   const watch = () => {
-    if (stalled || stream.unread() === 0) return;
+    if (stalled || unread() === 0) return;
     const progress = taken();
     stalled = setTimeout(() => {
       stalled = undefined;
       // Queued behind an earlier response on its connection (pipelining), it cannot be read yet.
       if (!reply.raw.socket || taken() > progress) return watch();
-      if (stream.unread() > 0) stream.disconnect('stalled', `nothing read for ${options.stallMs} ms`);
+      if (unread() > 0) stream.disconnect('stalled', `nothing read for ${options.stallMs} ms`);
     }, options.stallMs);
   };
   // While a model thinks (its thoughts are not relayed) an answer can be silent for minutes.
   const heartbeat = setTimeout(function beat() {
     if (!open()) return;
-    if (stream.unread() === 0) {
+    if (unread() === 0) {
       pushed += HEARTBEAT.length;
       body.push(HEARTBEAT);
     }
