@@ -3,7 +3,7 @@ import { type Address, encodeFunctionData, erc20Abi, getAddress, type Hex, toHex
 import { expect, test } from 'vitest';
 import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { parseExposition, sampleValue } from '../observability/prometheus-text.js';
+import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
 import { PAYER_FUNDS, SMALL_COST, useFaultStack } from './harness.js';
 
 // The chain's RPC fails at each step of a settlement while a gateway process settles a payer's
@@ -136,7 +136,7 @@ test('the payer moves its USDC away between the simulation and the broadcast: th
   expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
   expect(refused.headers.get('retry-after')).not.toBeNull();
   expect(probe.forwarded()).toBe(forwarded);
-  const metrics = parseExposition(await (await fetch(`${stack.gateway.url}/metrics`)).text());
+  const metrics = await scrapeMetrics(stack.gateway.url);
   expect(sampleValue(metrics, 'paygate_settlements_total', { rail: 'session', status: 'failed' })).toBe(1);
 
   // The retry simulates again: now the chain says what the payer must fix.

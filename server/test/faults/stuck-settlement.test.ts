@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Hex, parseGwei } from 'viem';
 import { expect, test, vi } from 'vitest';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
-import { parseExposition, sampleValue } from '../observability/prometheus-text.js';
+import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
 import { FAULT_LIMITS, type SessionPayer, SMALL_COST, useFaultStack } from './harness.js';
 
 // The chain's fees rise past what a settlement's transaction offers while it waits in the pool:
@@ -72,7 +72,7 @@ test('fees rise past a settlement waiting in the pool: it is replaced at the mar
   expect(probe.violations).toEqual([]);
   await stack.expectLedgerMatchesChain([payer.address]);
 
-  const metrics = parseExposition(await (await fetch(`${stack.gateway.url}/metrics`)).text());
+  const metrics = await scrapeMetrics(stack.gateway.url);
   expect(sampleValue(metrics, 'paygate_settlement_replacements_total', { rail: 'session' })).toBe(1);
 });
 

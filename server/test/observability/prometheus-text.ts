@@ -35,3 +35,8 @@ export function sampleValue(
   if (found.length > 1) throw new Error(`${found.length} samples of ${name} match ${JSON.stringify(labels)}`);
   return found[0]?.value;
 }
+
+/** The samples a gateway at `baseUrl` serves at `/metrics` (from loopback, which needs no token). */
+export async function scrapeMetrics(baseUrl: string): Promise<Sample[]> {
+  return parseExposition(await (await fetch(`${baseUrl}/metrics`)).text());
+}

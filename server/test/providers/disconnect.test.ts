@@ -2,7 +2,7 @@ import { type ClientRequest, type IncomingMessage, request } from 'node:http';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
-import { parseExposition, sampleValue } from '../observability/prometheus-text.js';
+import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
 import { type Harness, startHarness } from './gateway-harness.js';
 
 /** Short upstream timeouts: once its client left, nothing else ends a provider's call. */
@@ -348,20 +348,16 @@ describe('a client that reads slowly', () => {
     // client read before it paused), the stream ends with the rest waiting in the response.
     h.anthropic.script({ text: ['y'.repeat(20_000_000)], usage: { input_tokens: 5, output_tokens: 1 } });
     const cutOff = async () => {
-      const exposition = parseExposition(await (await fetch(`${h.url}/metrics`)).text());
+      const exposition = await scrapeMetrics(h.url);
       const count = (reason: string) =>
         sampleValue(exposition, 'paygate_stream_disconnects_total', { reason }) ?? 0;
       return count('stalled') + count('unread');
     };
     const unfinished = async () =>
-      sampleValue(
-        parseExposition(await (await fetch(`${h.url}/metrics`)).text()),
-        'paygate_http_requests_total',
-        {
-          route: '/v1/chat/completions',
-          status: '499',
-        },
-      ) ?? 0;
+      sampleValue(await scrapeMetrics(h.url), 'paygate_http_requests_total', {
+        route: '/v1/chat/completions',
+        status: '499',
+      }) ?? 0;
     const before = { cut: await cutOff(), released: h.gate.released, unfinished: await unfinished() };
     const { received, resume } = readFirstBytesOnly();
     await vi.waitFor(async () => expect(await cutOff()).toBe(before.cut + 1), WAIT);
@@ -369,8 +365,7 @@ describe('a client that reads slowly', () => {
     expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([{ outputTokens: 1, exact: true }]);
     resume();
     expect((await received).endsWith('data: [DONE]\n\n')).toBe(false);
-    const open = async () =>
-      sampleValue(parseExposition(await (await fetch(`${h.url}/metrics`)).text()), 'paygate_streams_open');
+    const open = async () => sampleValue(await scrapeMetrics(h.url), 'paygate_streams_open');
     await vi.waitFor(async () => expect(await open()).toBe(0), WAIT);
     // Counted among the requests, as one whose response did not finish.
     expect(await unfinished()).toBe(before.unfinished + 1);
@@ -411,11 +406,7 @@ describe('streams that together hold more than STREAM_BUFFER_BUDGET_BYTES unread
       // Its client takes the first bytes, then nothing until the gateway has cut it off.
       const { received, resume } = readFirstBytesOnly(own.url);
       const disconnects = async (reason: string) =>
-        sampleValue(
-          parseExposition(await (await fetch(`${own.url}/metrics`)).text()),
-          'paygate_stream_disconnects_total',
-          { reason },
-        );
+        sampleValue(await scrapeMetrics(own.url), 'paygate_stream_disconnects_total', { reason });
       await vi.waitFor(async () => expect(await disconnects('buffer_budget')).toBe(1), WAIT);
       // Over the budget while the other was still being read, and that one went on to its end.
       expect(readingEnded).toBe(false);
@@ -439,8 +430,7 @@ describe('streams that together hold more than STREAM_BUFFER_BUDGET_BYTES unread
 });
 
 describe('streams pipelined on one connection', () => {
-  const metric = async (name: string) =>
-    sampleValue(parseExposition(await (await fetch(`${h.url}/metrics`)).text()), name);
+  const metric = async (name: string) => sampleValue(await scrapeMetrics(h.url), name);
 
   test('a client closing its connection during the first: both are read to their end and billed, and no stream stays open', async () => {
     h.anthropic.script(
