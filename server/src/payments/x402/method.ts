@@ -104,14 +104,13 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     await finishUnfinishedSettlement(payer);
     const owed = (await debtOf(store, payer)).owedAtomic;
     const replay = () => refuse(replayReason(proof), owed);
-    if (authorization.value !== owed) throw refuse(amountReason(authorization.value, owed), owed);
-    const seen = {
-      asset: terms.asset,
-      payer,
-      nonce: authorization.nonce,
-      valueAtomic: authorization.value,
-      validBefore: authorization.validBefore,
-    };
+    const key = { asset: terms.asset, payer, nonce: authorization.nonce };
+    if (authorization.value !== owed) {
+      // Used meanwhile (by another instance, say), whose request then left this debt: a replay.
+      if (await isAuthorizationSeen(store, key)) throw replay();
+      throw refuse(amountReason(authorization.value, owed), owed);
+    }
+    const seen = { ...key, valueAtomic: authorization.value, validBefore: authorization.validBefore };
     if (owed === 0n) {
       // Nothing to pay: the verified zero-value proof only names its payer. No transaction.
       if (!(await recordAuthorization(store, { ...seen, settlementId: null, fromBlock: null })))
