@@ -1,7 +1,7 @@
 import type { Address, Hash } from 'viem';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
-import { debtOf } from '../../src/billing/ledger.js';
+import { debtOf, recordUsage } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { recordAuthorization } from '../../src/payments/x402/authorizations.js';
 import { transferAuthorization } from '../chain/authorizations.js';
@@ -171,5 +171,51 @@ describe('a proof another gateway instance took meanwhile', () => {
       failureReason: 'its payment proof had been used before',
     });
     expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+  });
+
+  test('and whose request left another debt meanwhile: refused as a replay, not asked to pay the new amount', async () => {
+    const payer = await payerOwingSmallCost(stack);
+    const header = await proofFor(stack, payer, SMALL_COST);
+    const authorization = authorizationOf(header);
+    const store = stack.gateway.store;
+    // Held while the facilitator verifies the proof: past the check for a used proof, before the lock.
+    const verifying = rpc.stallFrom('eth_call');
+    const answer = sendProof(stack, 'PAYMENT-SIGNATURE', header);
+    try {
+      await verifying;
+      // The other instance took the proof, and the request it paid for was recorded.
+      await recordAuthorization(store, {
+        asset: stack.local.usdc,
+        payer: payer.address,
+        nonce: authorization.nonce,
+        valueAtomic: authorization.value,
+        validBefore: authorization.validBefore,
+        settlementId: null,
+        fromBlock: null,
+      });
+      await recordUsage(store, {
+        requestId: `other-instance-${authorization.nonce}`,
+        payer: payer.address,
+        rail: 'x402',
+        model: 'anthropic/claude-sonnet-4.5',
+        usage: {
+          inputTokens: 1,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          outputTokens: 1,
+          reasoningTokens: 0,
+          exact: true,
+        },
+        cost: { providerPicoUsd: 7_000_000n, commissionPicoUsd: 0n, totalPicoUsd: 7_000_000n },
+      });
+    } finally {
+      rpc.pass();
+    }
+    const response = await answer;
+    expect(response.status).toBe(402);
+    const required = requiredOf(response.headers);
+    expect(required.error).toMatch(/this payment proof was used before/);
+    expect(required.accepts[0]!.amount).toBe((SMALL_COST + 7n).toString());
+    expect(await settlementsOf(store, payer.address)).toEqual([]);
   });
 });
