@@ -63,6 +63,8 @@ const USAGE_WRITE_RETRY_MS = 10_000;
 /** Log lines are written in chunks of about this size, and at least every LOG_FLUSH_MS. */
 const LOG_BUFFER_BYTES = 4096;
 const LOG_FLUSH_MS = 200;
+/** While closing, how often connections left idle by requests that ended are closed. */
+const IDLE_CHECK_MS = 50;
 
 /** A caller's own trace id, kept beside ours in logs and echoed when it is a plain token. */
 const CLIENT_REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -206,7 +208,27 @@ export async function buildApp(
       reply.log = request.log;
     }
   });
-  app.addHook('onClose', () => providers.close());
+  // Closing waits for the requests in flight, but not past SHUTDOWN_TIMEOUT_MS: then their provider
+  // calls are cut, each billed as far as the provider had counted, and the requests end. A
+  // connection whose request ends meanwhile is closed once idle (checked every IDLE_CHECK_MS), not
+  // kept alive for its client's next request, which would hold the shutdown up.
+  const shutdownTimers: NodeJS.Timeout[] = [];
+  app.addHook('preClose', async () => {
+    shutdownTimers.push(
+      setInterval(() => app.server.closeIdleConnections(), IDLE_CHECK_MS),
+      setTimeout(() => {
+        app.log.warn(
+          { shutdownTimeoutMs: config.limits.shutdownTimeoutMs },
+          'shutdown deadline passed: cutting the provider calls still under way',
+        );
+        void providers.cut('the gateway is shutting down');
+      }, config.limits.shutdownTimeoutMs),
+    );
+  });
+  app.addHook('onClose', async () => {
+    for (const timer of shutdownTimers) clearTimeout(timer);
+    await providers.close();
+  });
   if (!overrides.store) app.addHook('onClose', () => store.close());
   app.addHook('onReady', async () => {
     // A failure here is retried by the collector, which finishes settlements left in flight.

@@ -102,6 +102,12 @@ export interface LimitsConfig {
   upstreamConnectTimeoutMs: number;
   /** Silence after which a stream gets a keep-alive comment (proxies cut idle connections). */
   streamHeartbeatMs: number;
+  /**
+   * How long a shutdown waits for the requests in flight before it cuts their provider calls (a
+   * stream is billed as far as counted and ends with an error event), so that it ends before an
+   * orchestrator's kill (Kubernetes waits 30 s). Default 25 s.
+   */
+  shutdownTimeoutMs: number;
   /** The most the streams of slow clients may hold unread together; past it some are cut off (see StreamBuffers). */
   streamBufferBudgetBytes: number;
   /** Debts idle longer than this are settled by the collector (session rail). */
@@ -236,6 +242,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       upstreamCompletionTimeoutMs: read.integer('UPSTREAM_COMPLETION_TIMEOUT_MS', 600_000, 100, MAX_TIMER_MS),
       upstreamConnectTimeoutMs: read.integer('UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100, MAX_TIMER_MS),
       streamHeartbeatMs: read.integer('STREAM_HEARTBEAT_MS', 15_000, 100, 3_600_000),
+      shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 25_000, 0, MAX_TIMER_MS),
       streamBufferBudgetBytes: read.integer('STREAM_BUFFER_BUDGET_BYTES', 64 * 1024 * 1024, 64 * 1024),
       collectorIdleMs: read.integer('COLLECTOR_IDLE_MS', 15 * 60_000, 1000),
       collectorIntervalMs: read.integer('COLLECTOR_INTERVAL_MS', 30_000, 100, MAX_TIMER_MS),

@@ -4,7 +4,7 @@ import { anthropicFamily } from './anthropic.js';
 import { geminiFamily } from './gemini.js';
 import { openAICompatibleFamily } from './openai-compatible.js';
 import { familyAdapter, type ProviderFamily } from './provider-family.js';
-import type { ProviderAdapter } from './types.js';
+import { type ProviderAdapter, UpstreamCutError } from './types.js';
 import { createUpstream, type Upstream, type UpstreamTimeouts } from './upstream.js';
 
 /** The adapter of every provider the catalog names, each with its own keep-alive pool. */
@@ -12,6 +12,8 @@ export interface ProviderRegistry {
   adapterFor(model: CatalogModel): ProviderAdapter;
   /** Closes the upstream pools (on app close). */
   close(): Promise<void>;
+  /** Cuts every provider call under way: each fails with an UpstreamCutError giving `reason`. */
+  cut(reason: string): Promise<void>;
 }
 
 export interface ProviderRegistryOptions {
@@ -23,11 +25,11 @@ export interface ProviderRegistryOptions {
 }
 
 export function createProviderRegistry(options: ProviderRegistryOptions): ProviderRegistry {
-  const pools: Upstream[] = [];
+  const pools: Array<{ provider: string; upstream: Upstream }> = [];
   const adapters = new Map<string, ProviderAdapter>();
   const add = (provider: string, baseUrl: string, family: ProviderFamily) => {
     const upstream = createUpstream(provider, baseUrl, options.timeouts);
-    pools.push(upstream);
+    pools.push({ provider, upstream });
     adapters.set(provider, familyAdapter(provider, family, upstream));
   };
   const { anthropic, google } = options.providers;
@@ -44,7 +46,14 @@ export function createProviderRegistry(options: ProviderRegistryOptions): Provid
       return adapter;
     },
     async close() {
-      await Promise.all(pools.map((pool) => pool.close()));
+      await Promise.all(pools.map(({ upstream }) => upstream.close()));
+    },
+    async cut(reason) {
+      await Promise.all(
+        pools.map(({ provider, upstream }) =>
+          upstream.cut(new UpstreamCutError(`the call to ${provider} was cut: ${reason}`)),
+        ),
+      );
     },
   };
 }

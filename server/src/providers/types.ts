@@ -76,6 +76,14 @@ export class ProviderError extends Error {
   }
 }
 
+/** A provider call the gateway cut short because it is shutting down (SHUTDOWN_TIMEOUT_MS passed). */
+export class UpstreamCutError extends ProviderError {
+  constructor(message: string) {
+    super(message, undefined);
+    this.name = 'UpstreamCutError';
+  }
+}
+
 /** A request the provider's API cannot express (the client's fault: a 400 naming the field). */
 export class UntranslatableRequestError extends Error {
   constructor(

@@ -1,5 +1,5 @@
 import { errors, Pool } from 'undici';
-import { ProviderError } from './types.js';
+import { ProviderError, type UpstreamCutError } from './types.js';
 
 export interface UpstreamTimeouts {
   /** TCP + TLS connect. */
@@ -31,7 +31,10 @@ export interface Upstream {
   post(request: UpstreamRequest): Promise<UpstreamBody>;
   /** Names a transport failure (timeout, refused connection) as a ProviderError. */
   failure(error: unknown): ProviderError;
+  /** Waits for the calls under way, then closes the pool. */
   close(): Promise<void>;
+  /** Ends the calls under way at once: each fails (a body being read too) with `reason`. */
+  cut(reason: UpstreamCutError): Promise<void>;
 }
 
 const ERROR_MESSAGE_LIMIT = 1000;
@@ -74,7 +77,11 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
       throw new ProviderError(errorMessage(text, response.statusCode), response.statusCode);
     },
     failure,
-    close: () => pool.close(),
+    // A pool already cut has nothing left to wait for.
+    close: async () => {
+      if (!pool.destroyed) await pool.close();
+    },
+    cut: (reason) => pool.destroy(reason),
   };
 }
 

@@ -17,6 +17,7 @@ import {
   type ProviderStream,
   type StreamPart,
   UntranslatableRequestError,
+  UpstreamCutError,
 } from '../providers/types.js';
 import { completionTokens, promptTokens, toOpenAIUsage } from '../providers/usage.js';
 import type { Admission, PaymentGate, StatedCost, UsageRecorder } from './chat-contracts.js';
@@ -328,6 +329,12 @@ function providerFailure(
 ): ApiError | undefined {
   if (error instanceof UntranslatableRequestError)
     return new ApiError(400, 'validation_error', `${error.field} ${error.message}`, { field: error.field });
+  // Cut by the gateway's own shutdown, not failed by the provider: another instance may answer.
+  if (error instanceof UpstreamCutError)
+    return new ApiError(503, 'service_unavailable', error.message, {
+      headers: { 'retry-after': '1' },
+      ...(billed && { details: { billed } }),
+    });
   if (error instanceof ProviderError) {
     const status = error.upstreamStatus;
     return new ApiError(

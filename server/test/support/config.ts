@@ -48,6 +48,7 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
       upstreamCompletionTimeoutMs: 5_000,
       upstreamConnectTimeoutMs: 5_000,
       streamHeartbeatMs: 15_000,
+      shutdownTimeoutMs: 25_000,
       streamBufferBudgetBytes: 64 * 1024 * 1024,
       collectorIdleMs: 60_000,
       collectorIntervalMs: 30_000,

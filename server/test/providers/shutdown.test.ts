@@ -1,0 +1,124 @@
+import { Agent, fetch } from 'undici';
+import { afterAll, describe, expect, test } from 'vitest';
+import { startHarness } from './gateway-harness.js';
+
+/**
+ * Closing the gateway (SIGTERM) waits for the requests in flight, up to SHUTDOWN_TIMEOUT_MS; past
+ * it, the provider calls still under way are cut: a stream is billed as far as the provider had
+ * counted and ends with an error event, a whole answer still awaited is a 503 a client retries.
+ * Without the deadline these calls would hold the shutdown for the upstream timeouts (minutes).
+ * And a connection whose request ends during the shutdown is closed, not kept alive.
+ */
+const CLAUDE = 'anthropic/claude-haiku-4.5';
+const SHUTDOWN_TIMEOUT_MS = 300;
+const limits = {
+  shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
+  // Far longer than any test: only the shutdown deadline can end a silent upstream here.
+  upstreamTimeoutMs: 120_000,
+  upstreamCompletionTimeoutMs: 120_000,
+};
+// A client that keeps its connection open for a minute after an answer, as a pool of one would:
+// closing must not wait for it.
+const client = new Agent({ keepAliveTimeout: 60_000, keepAliveMaxTimeout: 60_000 });
+afterAll(() => client.close());
+const chatRequest = (url: string, stream: boolean) =>
+  fetch(`${url}/v1/chat/completions`, {
+    dispatcher: client,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: CLAUDE, messages: [{ role: 'user', content: 'Hi' }], stream }),
+  });
+
+/** The data of each event of a stream's body, read until its end. */
+async function eventsOf(body: AsyncIterable<Uint8Array>, onFirst: () => void): Promise<string[]> {
+  const decoder = new TextDecoder();
+  let text = '';
+  let first = true;
+  for await (const chunk of body) {
+    text += decoder.decode(chunk, { stream: true });
+    if (first && text.includes('"content":"a "')) {
+      first = false;
+      onFirst();
+    }
+  }
+  return text
+    .split('\n\n')
+    .filter((event) => event.startsWith('data: '))
+    .map((event) => event.slice('data: '.length));
+}
+
+describe('a shutdown past SHUTDOWN_TIMEOUT_MS', () => {
+  test('cuts a stream still running: billed as counted, ended with a 503 error event, and the gateway closes', {
+    timeout: 20_000,
+  }, async () => {
+    const h = await startHarness(limits);
+    let closing: Promise<void> | undefined;
+    try {
+      // Two events of text, then silence: the provider is still generating.
+      h.anthropic.script({ text: ['a ', 'b ', 'c'], usage: { input_tokens: 5 }, hangAfterEvents: 4 });
+      const response = await chatRequest(h.url, true);
+      expect(response.status).toBe(200);
+      const events = await eventsOf(response.body!, () => {
+        closing = h.app.close();
+      });
+      await closing;
+      expect(events).not.toContain('[DONE]');
+      expect(JSON.parse(events.at(-1)!)).toEqual({
+        error: {
+          code: 'service_unavailable',
+          message: 'the call to anthropic was cut: the gateway is shutting down',
+        },
+      });
+      expect(h.recorder.entries).toHaveLength(1);
+      expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 5, outputTokens: 1, exact: false });
+    } finally {
+      await h.close();
+    }
+  });
+
+  test('cuts a whole answer still awaited: 503 with retry-after, nothing billed', {
+    timeout: 20_000,
+  }, async () => {
+    const h = await startHarness(limits);
+    try {
+      h.anthropic.script({ text: ['never'], delayMs: 60_000 });
+      const answer = chatRequest(h.url, false);
+      await waitFor(() => h.anthropic.log.length === 1);
+      const closing = h.app.close();
+      const response = await answer;
+      await closing;
+      expect(response.status).toBe(503);
+      expect(response.headers.get('retry-after')).toBe('1');
+      expect(((await response.json()) as { error: unknown }).error).toEqual({
+        code: 'service_unavailable',
+        message: 'the call to anthropic was cut: the gateway is shutting down',
+      });
+      expect(h.recorder.entries).toEqual([]);
+    } finally {
+      await h.close();
+    }
+  });
+
+  test('lets a request that ends before the deadline end as usual, and closes its connection', {
+    timeout: 20_000,
+  }, async () => {
+    const h = await startHarness({ ...limits, shutdownTimeoutMs: 10_000 });
+    try {
+      h.anthropic.script({ text: ['a ', 'b'], usage: { input_tokens: 3 }, delayMs: 100 });
+      let closing: Promise<void> | undefined;
+      const response = await chatRequest(h.url, true);
+      const events = await eventsOf(response.body!, () => {
+        closing = h.app.close();
+      });
+      await closing;
+      expect(events.at(-1)).toBe('[DONE]');
+      expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 3, exact: true });
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+async function waitFor(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
+}
