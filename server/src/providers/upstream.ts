@@ -33,7 +33,7 @@ export interface Upstream {
   failure(error: unknown): ProviderError;
   /** Waits for the calls under way, then closes the pool. */
   close(): Promise<void>;
-  /** Ends the calls under way at once: each fails (a body being read too) with `reason`. */
+  /** Ends the calls under way at once: each fails (a body being read too) with `reason`, as do later ones. */
   cut(reason: UpstreamCutError): Promise<void>;
 }
 
@@ -48,8 +48,10 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
     bodyTimeout: timeouts.responseMs,
   });
   const failure = (error: unknown) => upstreamFailure(name, error, timeouts);
+  let cutWith: UpstreamCutError | undefined;
   return {
     async post(request) {
+      if (cutWith) throw cutWith;
       let response: Awaited<ReturnType<Pool['request']>>;
       try {
         response = await pool.request({
@@ -81,7 +83,10 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
     close: async () => {
       if (!pool.destroyed) await pool.close();
     },
-    cut: (reason) => pool.destroy(reason),
+    cut(reason) {
+      cutWith = reason;
+      return pool.destroy(reason);
+    },
   };
 }
 

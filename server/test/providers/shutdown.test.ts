@@ -1,5 +1,7 @@
 import { Agent, fetch } from 'undici';
 import { afterAll, describe, expect, test } from 'vitest';
+import { UpstreamCutError } from '../../src/providers/types.js';
+import { createUpstream } from '../../src/providers/upstream.js';
 import { startHarness } from './gateway-harness.js';
 
 /**
@@ -117,6 +119,19 @@ describe('a shutdown past SHUTDOWN_TIMEOUT_MS', () => {
       await h.close();
     }
   });
+});
+
+test('a provider call made after the cut (a request admitted before it) fails for the same reason', async () => {
+  // Nothing listens there: the call must fail before any connection is tried.
+  const upstream = createUpstream('anthropic', 'http://127.0.0.1:9', {
+    connectMs: 1000,
+    responseMs: 1000,
+    completionMs: 1000,
+  });
+  const reason = new UpstreamCutError('the call to anthropic was cut: the gateway is shutting down');
+  await upstream.cut(reason);
+  await expect(upstream.post({ path: '/v1/messages', headers: {}, body: {} })).rejects.toBe(reason);
+  await upstream.close();
 });
 
 async function waitFor(condition: () => boolean): Promise<void> {
