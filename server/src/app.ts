@@ -209,20 +209,29 @@ export async function buildApp(
     }
   });
   // Closing waits for the requests in flight, but not past SHUTDOWN_TIMEOUT_MS: then their provider
-  // calls are cut, each billed as far as the provider had counted, and the requests end. A
-  // connection whose request ends meanwhile is closed once idle (checked every IDLE_CHECK_MS), not
-  // kept alive for its client's next request, which would hold the shutdown up.
+  // calls are cut, each billed as far as the provider had counted, and the requests end. An answer
+  // sent meanwhile closes its connection, and one whose answer went out before is closed once idle
+  // (checked every IDLE_CHECK_MS, once the server takes no more): kept alive for a client's next
+  // request, they would hold the shutdown up.
+  let closing = false;
   const shutdownTimers: NodeJS.Timeout[] = [];
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (closing) reply.header('connection', 'close');
+    done(null, payload);
+  });
   app.addHook('preClose', async () => {
+    closing = true;
     shutdownTimers.push(
-      setInterval(() => app.server.closeIdleConnections(), IDLE_CHECK_MS),
+      setInterval(() => {
+        if (!app.server.listening) app.server.closeIdleConnections();
+      }, IDLE_CHECK_MS).unref(),
       setTimeout(() => {
         app.log.warn(
           { shutdownTimeoutMs: config.limits.shutdownTimeoutMs },
-          'shutdown deadline passed: cutting the provider calls still under way',
+          'shutdown deadline passed: cutting the provider calls still under way, if any',
         );
         void providers.cut('the gateway is shutting down');
-      }, config.limits.shutdownTimeoutMs),
+      }, config.limits.shutdownTimeoutMs).unref(),
     );
   });
   app.addHook('onClose', async () => {
@@ -230,6 +239,9 @@ export async function buildApp(
     await providers.close();
   });
   if (!overrides.store) app.addHook('onClose', () => store.close());
+  // After the answers (the chat route's own hook runs first): their settlements (SETTLE_ON_COMPLETION)
+  // queued meanwhile are waited for too, before the ledger closes.
+  app.addHook('onClose', () => sessionRail.settled());
   app.addHook('onReady', async () => {
     // A failure here is retried by the collector, which finishes settlements left in flight.
     await sessionRail

@@ -104,8 +104,9 @@ export interface LimitsConfig {
   streamHeartbeatMs: number;
   /**
    * How long a shutdown waits for the requests in flight before it cuts their provider calls (a
-   * stream is billed as far as counted and ends with an error event), so that it ends before an
-   * orchestrator's kill (Kubernetes waits 30 s). Default 25 s.
+   * stream is billed as far as counted and ends with an error event), so that the provider calls
+   * end before an orchestrator's kill (Kubernetes waits 30 s); settlements being confirmed are not
+   * cut (the next start finishes them). Default 25 s.
    */
   shutdownTimeoutMs: number;
   /** The most the streams of slow clients may hold unread together; past it some are cut off (see StreamBuffers). */

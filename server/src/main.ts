@@ -10,7 +10,13 @@ async function main(): Promise<void> {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down: finishing in-flight requests');
-    await app.close();
+    try {
+      await app.close();
+    } catch (error) {
+      // Whatever was left unfinished (a settlement sent) is finished from the chain at the next start.
+      app.log.error({ err: error }, 'the shutdown did not finish cleanly');
+      process.exit(1);
+    }
     process.exit(0);
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -36,8 +36,10 @@ export interface SessionRail {
   knownTerms(): SessionTerms | undefined;
   /** Start-up: finishes every settlement a previous run left pending or sent. */
   recover(): Promise<Settlement[]>;
-  /** Shutdown: stops the collector and waits for the settlements under way in the background. */
+  /** Shutdown: stops the collector (and waits for its round under way). */
   stop(): Promise<void>;
+  /** Shutdown, once no request runs: waits for the settlements of completed requests (SETTLE_ON_COMPLETION). */
+  settled(): Promise<void>;
 }
 
 export function createSessionRail(options: SessionRailOptions): SessionRail {
@@ -91,8 +93,8 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
       return known;
     },
     recover: () => finishUnfinishedSettlements(outbox, store.withPayerLock),
-    async stop() {
-      await collector.stop();
+    stop: () => collector.stop(),
+    settled: async () => {
       await onCompletion?.drain();
     },
   };

@@ -8,10 +8,13 @@ import { type OrderingProbe, startOrderingProbe } from '../support/ordering-prob
 import {
   type AnthropicStep,
   authorize,
+  chat,
   type GatewayUnderTest,
   newPayer,
   openaiFor,
   type Simulator,
+  SMALL,
+  SMALL_COST_ATOMIC,
   sessionGatewayConfig,
   startGateway,
   withSessionStack,
@@ -23,9 +26,11 @@ let anthropic: Simulator<AnthropicStep>;
 let probe: OrderingProbe;
 let probeStore: Store;
 let gateway: GatewayUnderTest;
+let databaseUrl: string;
 
 withSessionStack(async (stack) => {
   ({ local, anthropic } = stack);
+  databaseUrl = stack.database.url;
   const config = sessionGatewayConfig(local, anthropic, { databaseUrl: stack.database.url });
   probeStore = openStore(stack.database.url);
   probe = await startOrderingProbe({
@@ -105,5 +110,31 @@ describe('settling on completion', () => {
     expect(refused).toMatchObject({ status: 402, code: 'payment_required' });
     expect(probe.forwarded()).toBe(forwarded);
     expect(probe.violations).toEqual([]);
+  });
+});
+
+describe('a shutdown', () => {
+  test('waits for the settlements of requests that complete while it waits for them', async () => {
+    const own = await startGateway({
+      ...sessionGatewayConfig(local, anthropic, { databaseUrl }),
+      settleOnCompletion: true,
+    });
+    try {
+      const payer = await newPayer(local, 0, { salt: 42 });
+      const client = openaiFor(own, (await authorize(own, payer)).token);
+      anthropic.script({ text: ['slow'], usage: SMALL, delayMs: 300 });
+      const logged = anthropic.log.length;
+      const answer = chat(client);
+      await vi.waitFor(() => expect(anthropic.log.length).toBe(logged + 1));
+      // Closing while the request runs: its settlement is queued only once it completes.
+      const closing = own.app.close();
+      expect((await answer).status).toBe(200);
+      await closing;
+      expect(await settlementsOf(own.store, payer.address)).toMatchObject([
+        { status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC },
+      ]);
+    } finally {
+      await own.close();
+    }
   });
 });
