@@ -1,21 +1,22 @@
 import type { Address } from 'viem';
 import type { NewUsageRecord } from '../../src/billing/ledger.js';
+import type { PaymentRail } from '../../src/services/chat-contracts.js';
 
 let sequence = 0;
 
 /**
- * The usage record of a completed session-rail request (10 tokens in, 2 out) costing
+ * The usage record of a completed request (10 tokens in, 2 out; session rail unless said) costing
  * `totalPicoUsd`, all of it the provider's: what a test writes to the ledger as a debt.
  */
 export function completedRequest(
   payer: Address,
   totalPicoUsd: bigint,
-  options: { createdAt?: Date } = {},
+  options: { createdAt?: Date; rail?: PaymentRail } = {},
 ): NewUsageRecord {
   return {
     requestId: `completed-${++sequence}-${Date.now()}`,
     payer,
-    rail: 'session',
+    rail: options.rail ?? 'session',
     model: 'anthropic/claude-sonnet-4.5',
     usage: {
       inputTokens: 10,

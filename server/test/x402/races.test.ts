@@ -6,6 +6,7 @@ import { settlementsOf } from '../../src/billing/settlements.js';
 import { recordAuthorization } from '../../src/payments/x402/authorizations.js';
 import { transferAuthorization } from '../chain/authorizations.js';
 import type { RpcProxy } from '../faults/rpc-proxy.js';
+import { completedRequest } from '../support/usage-entries.js';
 import {
   authorizationOf,
   chat,
@@ -138,6 +139,18 @@ describe('the chain cannot be read', () => {
 });
 
 describe('a proof another gateway instance took meanwhile', () => {
+  /** Records the proof's authorization in the shared database, as another instance records a proof it takes. */
+  const takenByAnotherInstance = (payer: Address, authorization: ReturnType<typeof authorizationOf>) =>
+    recordAuthorization(stack.gateway.store, {
+      asset: stack.local.usdc,
+      payer,
+      nonce: authorization.nonce,
+      valueAtomic: authorization.value,
+      validBefore: authorization.validBefore,
+      settlementId: null,
+      fromBlock: null,
+    });
+
   test('is refused as a replay asking what the payer owes, and its settlement is not left open', async () => {
     const payer = await payerOwingSmallCost(stack);
     const header = await proofFor(stack, payer, SMALL_COST);
@@ -147,16 +160,7 @@ describe('a proof another gateway instance took meanwhile', () => {
     const answer = sendProof(stack, 'PAYMENT-SIGNATURE', header);
     try {
       await held;
-      // Recorded in the shared database, as another instance records a proof it takes.
-      await recordAuthorization(stack.gateway.store, {
-        asset: stack.local.usdc,
-        payer: payer.address,
-        nonce: authorization.nonce,
-        valueAtomic: authorization.value,
-        validBefore: authorization.validBefore,
-        settlementId: null,
-        fromBlock: null,
-      });
+      await takenByAnotherInstance(payer.address, authorization);
     } finally {
       rpc.pass();
     }
@@ -184,30 +188,8 @@ describe('a proof another gateway instance took meanwhile', () => {
     try {
       await verifying;
       // The other instance took the proof, and the request it paid for was recorded.
-      await recordAuthorization(store, {
-        asset: stack.local.usdc,
-        payer: payer.address,
-        nonce: authorization.nonce,
-        valueAtomic: authorization.value,
-        validBefore: authorization.validBefore,
-        settlementId: null,
-        fromBlock: null,
-      });
-      await recordUsage(store, {
-        requestId: `other-instance-${authorization.nonce}`,
-        payer: payer.address,
-        rail: 'x402',
-        model: 'anthropic/claude-sonnet-4.5',
-        usage: {
-          inputTokens: 1,
-          cacheReadTokens: 0,
-          cacheWriteTokens: 0,
-          outputTokens: 1,
-          reasoningTokens: 0,
-          exact: true,
-        },
-        cost: { providerPicoUsd: 7_000_000n, commissionPicoUsd: 0n, totalPicoUsd: 7_000_000n },
-      });
+      await takenByAnotherInstance(payer.address, authorization);
+      await recordUsage(store, completedRequest(payer.address, 7_000_000n, { rail: 'x402' }));
     } finally {
       rpc.pass();
     }
