@@ -209,18 +209,12 @@ export async function buildApp(
     }
   });
   // Closing waits for the requests in flight, but not past SHUTDOWN_TIMEOUT_MS: then their provider
-  // calls are cut, each billed as far as the provider had counted, and the requests end. An answer
-  // sent meanwhile closes its connection, and one whose answer went out before is closed once idle
-  // (checked every IDLE_CHECK_MS, once the server takes no more): kept alive for a client's next
-  // request, they would hold the shutdown up.
-  let closing = false;
+  // calls are cut, each billed as far as the provider had counted, and the requests end. A
+  // connection left idle by its last answer is closed (checked every IDLE_CHECK_MS, once the server
+  // takes no more): kept alive for a client's next request, it would hold the shutdown up. (Not by
+  // answering with `connection: close`: a pipelined request behind that answer would lose its own.)
   const shutdownTimers: NodeJS.Timeout[] = [];
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    if (closing) reply.header('connection', 'close');
-    done(null, payload);
-  });
   app.addHook('preClose', async () => {
-    closing = true;
     shutdownTimers.push(
       setInterval(() => {
         if (!app.server.listening) app.server.closeIdleConnections();
@@ -239,9 +233,20 @@ export async function buildApp(
     await providers.close();
   });
   if (!overrides.store) app.addHook('onClose', () => store.close());
-  // After the answers (the chat route's own hook runs first): their settlements (SETTLE_ON_COMPLETION)
-  // queued meanwhile are waited for too, before the ledger closes.
-  app.addHook('onClose', () => sessionRail.settled());
+  // The collector starts no round once the shutdown begins. Its round under way (which may wait
+  // for receipts) and the settlements (SETTLE_ON_COMPLETION) of requests completing meanwhile are
+  // waited for once the answers are (the chat route's own hook runs first), before the ledger
+  // closes: not in preClose, whose hooks Fastify bounds by its plugin timeout.
+  let collectorStopped: Promise<void> = Promise.resolve();
+  app.addHook('preClose', async () => {
+    collectorStopped = sessionRail.stop();
+    // Awaited, and its failure reported, in the onClose hook below.
+    collectorStopped.catch(() => undefined);
+  });
+  app.addHook('onClose', async () => {
+    await collectorStopped;
+    await sessionRail.settled();
+  });
   app.addHook('onReady', async () => {
     // A failure here is retried by the collector, which finishes settlements left in flight.
     await sessionRail
@@ -253,7 +258,6 @@ export async function buildApp(
       .catch((error: unknown) => app.log.error({ err: error }, 'x402 settlement recovery failed'));
     sessionRail.collector.start();
   });
-  app.addHook('preClose', () => sessionRail.stop());
   // The API speaks JSON only: anything else is 415, not a string that fails validation.
   app.removeContentTypeParser('text/plain');
 

@@ -36,7 +36,7 @@ export interface SessionRail {
   knownTerms(): SessionTerms | undefined;
   /** Start-up: finishes every settlement a previous run left pending or sent. */
   recover(): Promise<Settlement[]>;
-  /** Shutdown: stops the collector (and waits for its round under way). */
+  /** Shutdown: the collector starts no more rounds; resolves once its round under way ended. */
   stop(): Promise<void>;
   /** Shutdown, once no request runs: waits for the settlements of completed requests (SETTLE_ON_COMPLETION). */
   settled(): Promise<void>;
