@@ -4,7 +4,7 @@ import { anthropicFamily } from './anthropic.js';
 import { geminiFamily } from './gemini.js';
 import { openAICompatibleFamily } from './openai-compatible.js';
 import { familyAdapter, type ProviderFamily } from './provider-family.js';
-import { type ProviderAdapter, UpstreamCutError } from './types.js';
+import type { ProviderAdapter } from './types.js';
 import { createUpstream, type Upstream, type UpstreamTimeouts } from './upstream.js';
 
 /** The adapter of every provider the catalog names, each with its own keep-alive pool. */
@@ -25,11 +25,11 @@ export interface ProviderRegistryOptions {
 }
 
 export function createProviderRegistry(options: ProviderRegistryOptions): ProviderRegistry {
-  const pools: Array<{ provider: string; upstream: Upstream }> = [];
+  const pools: Upstream[] = [];
   const adapters = new Map<string, ProviderAdapter>();
   const add = (provider: string, baseUrl: string, family: ProviderFamily) => {
     const upstream = createUpstream(provider, baseUrl, options.timeouts);
-    pools.push({ provider, upstream });
+    pools.push(upstream);
     adapters.set(provider, familyAdapter(provider, family, upstream));
   };
   const { anthropic, google } = options.providers;
@@ -46,14 +46,10 @@ export function createProviderRegistry(options: ProviderRegistryOptions): Provid
       return adapter;
     },
     async close() {
-      await Promise.all(pools.map(({ upstream }) => upstream.close()));
+      await Promise.all(pools.map((pool) => pool.close()));
     },
     async cut(reason) {
-      await Promise.all(
-        pools.map(({ provider, upstream }) =>
-          upstream.cut(new UpstreamCutError(`the call to ${provider} was cut: ${reason}`)),
-        ),
-      );
+      await Promise.all(pools.map((pool) => pool.cut(reason)));
     },
   };
 }

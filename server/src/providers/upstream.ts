@@ -1,5 +1,5 @@
 import { errors, Pool } from 'undici';
-import { ProviderError, type UpstreamCutError } from './types.js';
+import { ProviderError, UpstreamCutError } from './types.js';
 
 export interface UpstreamTimeouts {
   /** TCP + TLS connect. */
@@ -33,8 +33,8 @@ export interface Upstream {
   failure(error: unknown): ProviderError;
   /** Waits for the calls under way, then closes the pool. */
   close(): Promise<void>;
-  /** Ends the calls under way at once: each fails (a body being read too) with `reason`, as do later ones. */
-  cut(reason: UpstreamCutError): Promise<void>;
+  /** Ends the calls under way at once: each fails (a body being read too) with an UpstreamCutError giving `reason`, as do later ones. */
+  cut(reason: string): Promise<void>;
 }
 
 const ERROR_MESSAGE_LIMIT = 1000;
@@ -84,8 +84,8 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
       if (!pool.destroyed) await pool.close();
     },
     cut(reason) {
-      cutWith = reason;
-      return pool.destroy(reason);
+      cutWith = new UpstreamCutError(`the call to ${name} was cut: ${reason}`);
+      return pool.destroy(cutWith);
     },
   };
 }
