@@ -139,6 +139,13 @@ describe('the chain cannot be read', () => {
 });
 
 describe('a proof another gateway instance took meanwhile', () => {
+  /** A 402 refusing the proof as used before, asking for what the payer owes. */
+  const expectRefusedAsReplay = (response: Response, owedAtomic: bigint) => {
+    expect(response.status).toBe(402);
+    const required = requiredOf(response.headers);
+    expect(required.error).toMatch(/this payment proof was used before/);
+    expect(required.accepts[0]!.amount).toBe(owedAtomic.toString());
+  };
   /** Records the proof's authorization in the shared database, as another instance records a proof it takes. */
   const takenByAnotherInstance = (payer: Address, authorization: ReturnType<typeof authorizationOf>) =>
     recordAuthorization(stack.gateway.store, {
@@ -164,11 +171,7 @@ describe('a proof another gateway instance took meanwhile', () => {
     } finally {
       rpc.pass();
     }
-    const response = await answer;
-    expect(response.status).toBe(402);
-    const required = requiredOf(response.headers);
-    expect(required.error).toMatch(/this payment proof was used before/);
-    expect(required.accepts[0]!.amount).toBe(SMALL_COST.toString());
+    expectRefusedAsReplay(await answer, SMALL_COST);
     const [refused] = await settlementsOf(stack.gateway.store, payer.address);
     expect(refused).toMatchObject({
       status: 'failed',
@@ -193,11 +196,7 @@ describe('a proof another gateway instance took meanwhile', () => {
     } finally {
       rpc.pass();
     }
-    const response = await answer;
-    expect(response.status).toBe(402);
-    const required = requiredOf(response.headers);
-    expect(required.error).toMatch(/this payment proof was used before/);
-    expect(required.accepts[0]!.amount).toBe((SMALL_COST + 7n).toString());
+    expectRefusedAsReplay(await answer, SMALL_COST + 7n);
     expect(await settlementsOf(store, payer.address)).toEqual([]);
   });
 });
