@@ -1,5 +1,5 @@
 import { Agent, fetch } from 'undici';
-import { afterAll, describe, expect, test } from 'vitest';
+import { afterAll, describe, expect, test, vi } from 'vitest';
 import { UpstreamCutError } from '../../src/providers/types.js';
 import { createUpstream } from '../../src/providers/upstream.js';
 import { startHarness } from './gateway-harness.js';
@@ -85,7 +85,7 @@ describe('a shutdown past SHUTDOWN_TIMEOUT_MS', () => {
     try {
       h.anthropic.script({ hang: true });
       const answer = chatRequest(h.url, false);
-      await waitFor(() => h.anthropic.log.length === 1);
+      await vi.waitFor(() => expect(h.anthropic.log).toHaveLength(1), { timeout: 15_000 });
       const closing = h.app.close();
       const response = await answer;
       await closing;
@@ -136,7 +136,3 @@ test('a provider call made after the cut (a request admitted before it) fails fo
   expect(refused).toMatchObject({ message: 'the call to anthropic was cut: the gateway is shutting down' });
   await upstream.close();
 });
-
-async function waitFor(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
-}
