@@ -65,6 +65,8 @@ const LOG_BUFFER_BYTES = 4096;
 const LOG_FLUSH_MS = 200;
 /** While closing, how often connections left idle by requests that ended are closed. */
 const IDLE_CHECK_MS = 50;
+/** Past the shutdown deadline, how long the requests whose provider calls were cut have to end. */
+const CUT_GRACE_MS = 1_000;
 
 /** A caller's own trace id, kept beside ours in logs and echoed when it is a plain token. */
 const CLIENT_REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -209,23 +211,34 @@ export async function buildApp(
     }
   });
   // Closing waits for the requests in flight, but not past SHUTDOWN_TIMEOUT_MS: then their provider
-  // calls are cut, each billed as far as the provider had counted, and the requests end. A
-  // connection left idle by its last answer is closed (checked every IDLE_CHECK_MS, once the server
-  // takes no more): kept alive for a client's next request, it would hold the shutdown up. (Not by
-  // answering with `connection: close`: a pipelined request behind that answer would lose its own.)
+  // calls are cut, each billed as far as the provider had counted, and the requests end; the
+  // connections still open CUT_GRACE_MS later (a body still being sent, a stream its client does not
+  // read) are closed. A connection left idle by its last answer is closed (checked every
+  // IDLE_CHECK_MS, once the server takes no more): kept alive for a client's next request, it would
+  // hold the shutdown up. (Not by answering with `connection: close`: a pipelined request behind
+  // that answer would lose its own.)
   const shutdownTimers: NodeJS.Timeout[] = [];
+  const closeRemainingConnections = () =>
+    app.server.getConnections((error, open) => {
+      if (error || open === 0) return;
+      app.log.warn({ connections: open }, 'shutdown deadline passed: closing the connections still open');
+      app.server.closeAllConnections();
+    });
+  const cutAtDeadline = async () => {
+    shutdownTimers.push(setTimeout(closeRemainingConnections, CUT_GRACE_MS).unref());
+    const calls = await providers.cut('the gateway is shutting down');
+    if (calls > 0)
+      app.log.warn(
+        { shutdownTimeoutMs: config.limits.shutdownTimeoutMs, calls },
+        'shutdown deadline passed: cut the provider calls still under way',
+      );
+  };
   app.addHook('preClose', async () => {
     shutdownTimers.push(
       setInterval(() => {
         if (!app.server.listening) app.server.closeIdleConnections();
       }, IDLE_CHECK_MS).unref(),
-      setTimeout(() => {
-        app.log.warn(
-          { shutdownTimeoutMs: config.limits.shutdownTimeoutMs },
-          'shutdown deadline passed: cutting the provider calls still under way, if any',
-        );
-        void providers.cut('the gateway is shutting down');
-      }, config.limits.shutdownTimeoutMs).unref(),
+      setTimeout(() => void cutAtDeadline(), config.limits.shutdownTimeoutMs).unref(),
     );
   });
   app.addHook('onClose', async () => {

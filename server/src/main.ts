@@ -1,13 +1,18 @@
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 
-/** Reads the environment, builds, listens, and shuts down cleanly on SIGINT/SIGTERM. */
+/** Reads the environment, builds, listens, and shuts down cleanly on SIGINT/SIGTERM (at once on a second one). */
 async function main(): Promise<void> {
   const config = loadConfig();
   const app = await buildApp(config);
   let closing = false;
   const shutdown = async (signal: string) => {
-    if (closing) return;
+    if (closing) {
+      // Asked twice: the operator will not wait. As with a SIGKILL, the requests still being answered
+      // go unbilled; a settlement sent is finished from the chain at the next start.
+      app.log.warn({ signal }, 'second signal: exiting now, without waiting for the requests in flight');
+      process.exit(1);
+    }
     closing = true;
     app.log.info({ signal }, 'shutting down: finishing in-flight requests');
     try {

@@ -21,7 +21,8 @@ export interface SettlementMetrics {
 }
 
 /** Why an upstream call failed, as `paygate_provider_errors_total{reason}` counts it. */
-export type ProviderFailure = 'timeout' | 'status_4xx' | 'status_5xx' | 'connection' | 'stream';
+/** How a provider call failed; `cut`: by the gateway's own shutdown deadline, not the provider. */
+export type ProviderFailure = 'timeout' | 'status_4xx' | 'status_5xx' | 'connection' | 'stream' | 'cut';
 
 /** Why a stream's client was disconnected, as `paygate_stream_disconnects_total{reason}` counts it. */
 export type StreamDisconnect =
@@ -108,7 +109,7 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
   });
   const providerErrors = new Counter({
     name: 'paygate_provider_errors_total',
-    help: 'Upstream calls that failed, by provider and reason (timeout, status_4xx, status_5xx, connection, stream)',
+    help: 'Upstream calls that failed, by provider and reason (timeout, status_4xx, status_5xx, connection, stream; cut: by the gateway at its shutdown deadline)',
     labelNames: ['provider', 'reason'] as const,
     registers,
   });

@@ -4,6 +4,7 @@ import {
   type ProviderCompletion,
   ProviderError,
   type ProviderStream,
+  UpstreamCutError,
 } from '../providers/types.js';
 import type { GatewayMetrics, ProviderFailure } from './metrics.js';
 
@@ -92,6 +93,7 @@ function meteredAdapter(
 }
 
 function outcomeOf(error: unknown): ProviderFailure {
+  if (error instanceof UpstreamCutError) return 'cut';
   if (!(error instanceof ProviderError)) return 'connection';
   if (error.options.timeout) return 'timeout';
   const status = error.upstreamStatus;

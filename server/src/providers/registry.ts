@@ -12,8 +12,8 @@ export interface ProviderRegistry {
   adapterFor(model: CatalogModel): ProviderAdapter;
   /** Closes the upstream pools (on app close). */
   close(): Promise<void>;
-  /** Cuts every provider call under way: each fails with an UpstreamCutError giving `reason`. */
-  cut(reason: string): Promise<void>;
+  /** Cuts every provider call under way (each fails with an UpstreamCutError giving `reason`); resolves with their number. */
+  cut(reason: string): Promise<number>;
 }
 
 export interface ProviderRegistryOptions {
@@ -49,7 +49,8 @@ export function createProviderRegistry(options: ProviderRegistryOptions): Provid
       await Promise.all(pools.map((pool) => pool.close()));
     },
     async cut(reason) {
-      await Promise.all(pools.map((pool) => pool.cut(reason)));
+      const cut = await Promise.all(pools.map((pool) => pool.cut(reason)));
+      return cut.reduce((sum, calls) => sum + calls, 0);
     },
   };
 }

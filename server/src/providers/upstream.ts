@@ -33,8 +33,11 @@ export interface Upstream {
   failure(error: unknown): ProviderError;
   /** Waits for the calls under way, then closes the pool. */
   close(): Promise<void>;
-  /** Ends the calls under way at once: each fails (a body being read too) with an UpstreamCutError giving `reason`, as do later ones. */
-  cut(reason: string): Promise<void>;
+  /**
+   * Ends the calls under way at once: each fails (a body being read too) with an UpstreamCutError
+   * giving `reason`, as do later ones. Resolves with how many were under way.
+   */
+  cut(reason: string): Promise<number>;
 }
 
 const ERROR_MESSAGE_LIMIT = 1000;
@@ -83,9 +86,11 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
     close: async () => {
       if (!pool.destroyed) await pool.close();
     },
-    cut(reason) {
+    async cut(reason) {
       cutWith = new UpstreamCutError(`the call to ${name} was cut: ${reason}`);
-      return pool.destroy(cutWith);
+      const calls = pool.stats.size;
+      await pool.destroy(cutWith);
+      return calls;
     },
   };
 }

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -94,6 +95,34 @@ describe('main.ts with a good environment', () => {
     expect(await gateway.exited).toBe(0);
     expect(gateway.logs.some((log) => String(log.msg).startsWith('shutting down'))).toBe(true);
     await expect(fetch(`${address}/health`)).rejects.toThrow();
+  });
+
+  test('a second SIGTERM ends a shutdown still waiting for a request: exit 1 at once', {
+    timeout: 15_000,
+  }, async () => {
+    const gateway = startGateway(goodEnv);
+    const listening = await gateway.logLine((log) => String(log.msg).startsWith('Server listening at '));
+    const { port } = new URL(String(listening.msg).replace('Server listening at ', ''));
+    // A request answered, then one whose body is still coming: the shutdown waits for it (up to
+    // SHUTDOWN_TIMEOUT_MS, 25 s by default).
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.on('error', () => {});
+    socket.write(
+      'GET /v1/models HTTP/1.1\r\nhost: gateway\r\n\r\n' +
+        'POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{',
+    );
+    const [answered] = await once(socket, 'data');
+    expect(String(answered)).toMatch(/^HTTP\/1\.1 200 /);
+
+    gateway.child.kill('SIGTERM');
+    await gateway.logLine((log) => String(log.msg).startsWith('shutting down'));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(gateway.child.exitCode).toBeNull();
+
+    gateway.child.kill('SIGTERM');
+    expect(await gateway.exited).toBe(1);
+    expect(gateway.logs.some((log) => String(log.msg).startsWith('second signal: exiting now'))).toBe(true);
+    socket.destroy();
   });
 
   test('does not log credentials', async () => {

@@ -5,7 +5,12 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AnthropicStep, startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import type { Simulator } from '../../devkit/simulators/simulator-server.js';
 import { buildApp } from '../../src/app.js';
+import { loadCatalog } from '../../src/catalog/catalog.js';
 import type { GatewayConfig } from '../../src/config.js';
+import { createGatewayMetrics } from '../../src/observability/metrics.js';
+import { meteredProviders } from '../../src/observability/provider-metrics.js';
+import type { ProviderRegistry } from '../../src/providers/registry.js';
+import { type ProviderAdapter, UpstreamCutError } from '../../src/providers/types.js';
 import { gateDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
 import { parseExposition, type Sample, sampleValue } from './prometheus-text.js';
@@ -140,6 +145,25 @@ describe('GET /metrics', () => {
     ).toBe(1);
     const failed = { provider: 'anthropic', mode: 'complete', outcome: 'error' };
     expect(sampleValue(samples, 'paygate_provider_request_duration_seconds_count', failed)).toBe(2);
+  });
+
+  test('a provider call the gateway cut at its shutdown deadline is counted as cut, not as the provider failing', async () => {
+    const metrics = createGatewayMetrics();
+    const adapter: ProviderAdapter = {
+      prepareCompletion: () => () => Promise.reject(new UpstreamCutError('the call to anthropic was cut')),
+      prepareStream: () => () => Promise.reject(new Error('not called')),
+    };
+    const model = loadCatalog().models.find((candidate) => candidate.id === MODEL)!;
+    const registry: Pick<ProviderRegistry, 'adapterFor'> = { adapterFor: () => adapter };
+    const send = meteredProviders(registry, metrics)
+      .adapterFor(model)
+      .prepareCompletion({ model, request: { model: model.id, messages: [] }, requestId: 'r' });
+    await expect(send()).rejects.toBeInstanceOf(UpstreamCutError);
+    const samples = parseExposition(await metrics.registry.metrics());
+    expect(
+      sampleValue(samples, 'paygate_provider_errors_total', { provider: 'anthropic', reason: 'cut' }),
+    ).toBe(1);
+    expect(total(samples, 'paygate_provider_errors_total')).toBe(1);
   });
 
   test('a request the provider cannot express is no provider call and no provider error', async () => {

@@ -1,3 +1,6 @@
+import { once } from 'node:events';
+import { connect } from 'node:net';
+import { promisify } from 'node:util';
 import { Agent, fetch } from 'undici';
 import { afterAll, describe, expect, test, vi } from 'vitest';
 import { UpstreamCutError } from '../../src/providers/types.js';
@@ -96,6 +99,29 @@ describe('a shutdown past SHUTDOWN_TIMEOUT_MS', () => {
         message: 'the call to anthropic was cut: the gateway is shutting down',
       });
       expect(h.recorder.entries).toEqual([]);
+    } finally {
+      await h.close();
+    }
+  });
+
+  test('closes a connection still sending its request a second past the deadline', {
+    timeout: 20_000,
+  }, async () => {
+    const h = await startHarness(limits);
+    try {
+      // A client sending its body slowly (or stalled): its request never reaches the provider, so
+      // only closing its connection can end it.
+      const socket = connect(Number(new URL(h.url).port), '127.0.0.1');
+      const gone = once(socket, 'close');
+      socket.write(
+        'POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"model":',
+      );
+      const connections = promisify(h.app.server.getConnections.bind(h.app.server));
+      await vi.waitFor(async () => expect(await connections()).toBe(1));
+      const started = performance.now();
+      await Promise.all([h.app.close(), gone]);
+      // The deadline, the second given to requests whose calls were cut, and some slack.
+      expect(performance.now() - started).toBeLessThan(SHUTDOWN_TIMEOUT_MS + 1_000 + 1_500);
     } finally {
       await h.close();
     }

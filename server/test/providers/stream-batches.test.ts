@@ -39,7 +39,7 @@ async function streamOf(...reads: string[]) {
     failure: (error) =>
       error instanceof ProviderError ? error : new ProviderError(String(error), undefined),
     close: async () => {},
-    cut: async () => {},
+    cut: async () => 0,
   };
   const adapter = familyAdapter('anthropic', anthropicFamily('key'), upstream);
   const call = {
