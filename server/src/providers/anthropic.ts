@@ -293,7 +293,7 @@ export class AnthropicStreamDecoder implements StreamDecoder {
         return [];
       case 'error': {
         const type = String(data.error?.type ?? 'api_error');
-        throw new ProviderError(String(data.error?.message ?? type), ERROR_STATUS[type]);
+        throw new ProviderError(String(data.error?.message ?? type), ERROR_STATUS[type], { reported: true });
       }
       case 'content_block_stop':
         return this.blockStop(data.index);

@@ -278,7 +278,8 @@ export class GeminiStreamDecoder implements StreamDecoder {
 
   decode(event: EventSourceMessage): StreamPart[] {
     const data = JSON.parse(event.data) as GeminiResponse;
-    if (data.error) throw new ProviderError(data.error.message ?? 'the stream failed', data.error.code);
+    if (data.error)
+      throw new ProviderError(data.error.message ?? 'the stream failed', data.error.code, { reported: true });
     if (data.usageMetadata) this.metered = geminiUsage(data.usageMetadata, false);
     const parts: StreamPart[] = [];
     const candidate = data.candidates?.[0];

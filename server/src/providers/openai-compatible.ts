@@ -217,7 +217,8 @@ class OpenAIStreamDecoder implements StreamDecoder {
       return [];
     }
     const chunk = JSON.parse(event.data) as WireChunk;
-    if (chunk.error) throw new ProviderError(chunk.error.message ?? 'the stream failed', undefined);
+    if (chunk.error)
+      throw new ProviderError(chunk.error.message ?? 'the stream failed', undefined, { reported: true });
     if (chunk.usage) {
       this.metered = { ...openAIUsage(chunk.usage), exact: false };
       this.reported = true;

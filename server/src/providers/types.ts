@@ -69,7 +69,12 @@ export class ProviderError extends Error {
   constructor(
     message: string,
     readonly upstreamStatus: number | undefined,
-    readonly options: { timeout?: boolean; cause?: unknown } = {},
+    readonly options: {
+      timeout?: boolean;
+      /** Reported by the provider itself (an error status or event), which charges nothing for it. */
+      reported?: boolean;
+      cause?: unknown;
+    } = {},
   ) {
     super(message, { cause: options.cause });
     this.name = 'ProviderError';

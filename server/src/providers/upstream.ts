@@ -79,7 +79,9 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
       } catch (error) {
         throw failure(error);
       }
-      throw new ProviderError(errorMessage(text, response.statusCode), response.statusCode);
+      throw new ProviderError(errorMessage(text, response.statusCode), response.statusCode, {
+        reported: true,
+      });
     },
     failure,
     // A pool already cut has nothing left to wait for.

@@ -168,7 +168,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     error: unknown,
   ): Promise<unknown> => {
     const usage = upstream.usage();
-    if (!counted(usage)) return providerFailure(error, input.model) ?? error;
+    if (!counted(usage) || !billable(error)) return providerFailure(error, input.model) ?? error;
     let cost: StatedCost;
     try {
       cost = await record(input, admission, usage);
@@ -224,15 +224,17 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
       const { finish, failure } = await relay(sink, chunks, batches, first, input.clientGone);
       const usage = upstream.usage();
       const held = finish ? [chunks.part(finish)] : [];
-      let cost: StatedCost;
-      try {
-        cost = await record(input, admission, usage);
-      } catch (error) {
-        if (!input.clientGone.aborted)
-          sink.send(...held, JSON.stringify({ error: (error as ApiError).toBody() }));
-        return;
+      let cost: StatedCost | undefined;
+      if (billable(failure)) {
+        try {
+          cost = await record(input, admission, usage);
+        } catch (error) {
+          if (!input.clientGone.aborted)
+            sink.send(...held, JSON.stringify({ error: (error as ApiError).toBody() }));
+          return;
+        }
       }
-      if (failure === undefined) {
+      if (failure === undefined && cost !== undefined) {
         if (input.clientGone.aborted)
           return input.log.info(
             { usage },
@@ -247,8 +249,8 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
       if (!input.clientGone.aborted && held.length > 0) sink.send(...held);
       if (input.clientGone.aborted) {
         input.log.info(
-          { usage },
-          'the client went away during the stream, and the upstream call failed before its end: billed as far as counted',
+          { usage, billed: cost !== undefined },
+          'the client went away during the stream, and the upstream call failed before its end',
         );
       } else {
         let error = providerFailure(failure, input.model);
@@ -314,6 +316,16 @@ async function settledWithin(promise: Promise<unknown>, ms: number): Promise<voi
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Whether what the provider counted of an answer ending with `failure` (none: it did not fail) is
+ * billed. A failure the provider reported itself (an error event in its stream) is not: providers
+ * do not charge for requests that failed on their side. A broken connection, a timeout or the
+ * gateway's own cut is: the provider kept generating, and charges for it.
+ */
+function billable(failure: unknown): boolean {
+  return !(failure instanceof ProviderError && failure.options.reported);
 }
 
 /** Whether the provider reported any tokens: what it counted of a failed answer is billed. */

@@ -16,7 +16,10 @@ interface Case {
   stream: boolean;
   /** What the client sees: status, then the error code, or `stream error` for a broken stream. */
   seen: string;
-  /** Whether a usage record is written (a stream the provider began is billed for what it counted). */
+  /**
+   * Whether a usage record is written: a stream the provider began and that broke off is billed for
+   * what it counted; one ended by an error the provider reported is not (nor charged by the provider).
+   */
   recorded: boolean;
 }
 
@@ -43,7 +46,7 @@ const cases: Case[] = [
     step: { text: pieces, usage, failAfterEvents: 3 },
     stream: true,
     seen: '502 provider_error',
-    recorded: true,
+    recorded: false,
   },
   {
     name: 'stalls mid-stream',
@@ -64,7 +67,7 @@ const cases: Case[] = [
     step: { text: pieces, usage, failAfterEvents: 4 },
     stream: true,
     seen: '200 stream error',
-    recorded: true,
+    recorded: false,
   },
   { name: 'answered last', step: { text: 'last', usage }, stream: false, seen: '200', recorded: true },
 ];
