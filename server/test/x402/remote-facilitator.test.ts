@@ -13,6 +13,7 @@ import {
   fundedEoa,
   openaiClient,
   payingClient,
+  payerOwingSmallCost,
   payingFetch,
   SMALL_COST,
   settlementOf,
@@ -141,6 +142,23 @@ test('a facilitator refusing with something it calls a transaction (not a hash):
   expect(await chatWhileSettleAnswers(payer, claiming(payer, 'submitted', false))).toMatchObject(unavailable);
   const [settlement] = await settlementsOf(gateway.store, payer.address);
   expect(settlement).toMatchObject({ status: 'pending', txHash: null });
+});
+
+test('a facilitator that sent the payment but answers a failure naming no transaction: the chain confirms it, and the payer pays once', async () => {
+  const { local, gateway } = stack;
+  const payer = await payerOwingSmallCost(stack);
+  const before = await usdcBalance(local, payer.address);
+  // As x402's reference facilitator answers when sending throws after the node took the transaction.
+  const answered = await chatWhileSettleAnswers(payer, async (settle) => {
+    const sent = await settle();
+    expect(sent.success).toBe(true);
+    return { ...sent, success: false, errorReason: 'unexpected_settle_error', transaction: '' };
+  });
+  expect(answered).not.toBeInstanceOf(Error);
+  expect((answered as Awaited<ReturnType<typeof chat>>).exchanges.at(-1)?.status).toBe(200);
+  const [settlement] = await settlementsOf(gateway.store, payer.address);
+  expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST });
+  expect(await usdcBalance(local, payer.address)).toBe(before - SMALL_COST);
 });
 
 test('an unreachable facilitator is 503 with retry-after, not a 402 or a 500', async () => {

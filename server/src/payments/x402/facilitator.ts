@@ -29,6 +29,13 @@ import { BroadcastError, NONCE_ATTEMPTS } from '../relayer.js';
  * the outcome is unknown (the facilitator could not be reached, or did not answer in time).
  */
 export interface PaymentFacilitator {
+  /**
+   * Whether each transaction it sends is announced through `onSubmitted` before its broadcast (in
+   * process): then a refusal with none announced proves that nothing can land. A remote facilitator
+   * names its transaction only in its answer, which a failure may leave empty after a broadcast
+   * (x402's reference facilitator answers any error thrown while sending that way).
+   */
+  readonly announcesSends: boolean;
   verify(payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse>;
   /**
    * Settles on chain and waits for the receipt. `onSubmitted` learns the transaction's hash as soon
@@ -69,6 +76,7 @@ export function inProcessFacilitator(
     );
   const verifier = facilitatorFor();
   return {
+    announcesSends: true,
     async verify(payload, requirements) {
       try {
         return await verifier.verify(payload, requirements);
@@ -89,6 +97,7 @@ export function inProcessFacilitator(
 export function remoteFacilitator(url: string, timeoutMs = 90_000): PaymentFacilitator {
   const client = new HTTPFacilitatorClient({ url, timeoutMs });
   return {
+    announcesSends: false,
     async verify(payload, requirements) {
       try {
         return await client.verify(payload, requirements);

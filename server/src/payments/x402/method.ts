@@ -166,8 +166,9 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     // A remote facilitator may answer before the gateway's node has its receipt.
     if (result.success && transaction) await awaitReceipt(outbox, transaction).catch(() => undefined);
     const current = (await findSettlement(store, settlement.id)) as Settlement;
-    // Any transaction named (a hash or not) may carry the authorization, which anyone could land.
-    if (refused && current.status === 'pending' && !result.transaction) {
+    // Any transaction named (a hash or not) may carry the authorization, which anyone could land;
+    // so may one a remote facilitator sent but did not name.
+    if (refused && current.status === 'pending' && !result.transaction && facilitator.announcesSends) {
       // Refused and no transaction was ever signed for it: nothing can land.
       await failSettlement(store, settlement.id, failure);
       throw refuse(failure, owed, refused);
