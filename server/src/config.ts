@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
-import { type Address, getAddress, type Hex, isAddress, isHex } from 'viem';
+import { type Address, getAddress, type Hex, isAddress, isHex, zeroAddress } from 'viem';
 
 /** Everything the gateway needs to run; built from the environment by `loadConfig`, or by tests directly. */
 export interface GatewayConfig {
@@ -187,6 +187,9 @@ function readPaymentChain(read: EnvReader, chainId: number): ReconcileConfig['ch
   };
 }
 
+/** The order n of secp256k1: a private key is a number in [1, n-1]. */
+const SECP256K1_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+
 /** The longest delay a Node.js timer takes (a longer one fires at once). */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -206,8 +209,8 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     databaseUrl: read.databaseUrl('DATABASE_URL', DEFAULT_DATABASE_URL),
     redisUrl: read.url('REDIS_URL', ['redis:', 'rediss:']),
     jwtSecret: read.secret('JWT_SECRET', 32),
-    adminToken: read.optionalSecret('ADMIN_TOKEN', 16),
-    metricsToken: read.optionalSecret('METRICS_TOKEN', 16),
+    adminToken: read.optionalBearerToken('ADMIN_TOKEN', 16),
+    metricsToken: read.optionalBearerToken('METRICS_TOKEN', 16),
     logLevel: read.oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
     providers: {
       anthropic: {
@@ -396,11 +399,27 @@ class EnvReader {
     return this.optional(name) === undefined ? undefined : this.secret(name, minLength);
   }
 
+  /**
+   * A token callers send as `Authorization: Bearer <token>`: a header carries no whitespace inside
+   * its token, so one holding any could never be matched.
+   */
+  optionalBearerToken(name: string, minLength: number): string | undefined {
+    const value = this.optionalSecret(name, minLength);
+    if (value !== undefined && /\s/.test(value))
+      throw new ConfigError(
+        name,
+        'must not contain whitespace (it is sent as "Authorization: Bearer <token>")',
+      );
+    return value;
+  }
+
   optionalAddress(name: string): Address | undefined {
     const raw = this.optional(name);
     if (raw === undefined) return undefined;
     if (!isAddress(raw, { strict: false }))
       throw new ConfigError(name, `must be a 0x-prefixed 20-byte address`);
+    // Nothing lives at the zero address, and USDC refuses transfers to it.
+    if (raw.toLowerCase() === zeroAddress) throw new ConfigError(name, 'must not be the zero address');
     return getAddress(raw);
   }
 
@@ -442,6 +461,9 @@ class EnvReader {
     const value = this.required(name);
     if (!isHex(value) || value.length !== 66)
       throw new ConfigError(name, 'must be a 0x-prefixed 32-byte hex key');
+    const key = BigInt(value);
+    if (key === 0n || key >= SECP256K1_ORDER)
+      throw new ConfigError(name, 'must be a secp256k1 private key: not zero, and below the curve order n');
     return value;
   }
 }

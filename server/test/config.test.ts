@@ -1,6 +1,12 @@
 import { getAddress } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.js';
+
+/** The order n of secp256k1: private keys are 1 to n-1. */
+const CURVE_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+const key = (value: bigint) => `0x${value.toString(16).padStart(64, '0')}`;
+const ZERO_ADDRESS = `0x${'0'.repeat(40)}`;
 
 /** The smallest environment the gateway starts with. */
 const minimal = {
@@ -145,6 +151,24 @@ describe('loadConfig', () => {
     expect(loadConfig({ ...minimal, TRUST_PROXY: value }).trustProxy).toBe(expected);
   });
 
+  test('takes every secp256k1 private key, 1 to n-1, the one viem signs with', () => {
+    for (const value of [1n, CURVE_ORDER - 1n]) {
+      const sessionKey = loadConfig({ ...minimal, SESSION_KEY_PRIVATE_KEY: key(value) }).chain
+        .sessionKeyPrivateKey;
+      expect(sessionKey).toBe(key(value));
+      expect(() => privateKeyToAccount(sessionKey)).not.toThrow();
+    }
+  });
+
+  test('takes operator tokens, trimmed, without whitespace inside', () => {
+    const config = loadConfig({
+      ...minimal,
+      ADMIN_TOKEN: ` ${'b'.repeat(16)}\n`,
+      METRICS_TOKEN: `\t${'m'.repeat(16)} `,
+    });
+    expect(config).toMatchObject({ adminToken: 'b'.repeat(16), metricsToken: 'm'.repeat(16) });
+  });
+
   test('an empty value counts as unset', () => {
     expect(loadConfig({ ...minimal, PORT: '', REDIS_URL: '  ' })).toMatchObject({
       port: 8080,
@@ -165,6 +189,11 @@ describe('each invalid variable stops start-up with one message naming it', () =
     ['JWT_SECRET', { JWT_SECRET: undefined }, 'is required'],
     ['JWT_SECRET', { JWT_SECRET: 'short' }, 'must be at least 32 characters'],
     ['ADMIN_TOKEN', { ADMIN_TOKEN: 'short' }, 'must be at least 16 characters'],
+    // A bearer token is one run of non-space characters: one with a space inside never matches.
+    ['ADMIN_TOKEN', { ADMIN_TOKEN: 'operator token 1234' }, 'must not contain whitespace'],
+    ['ADMIN_TOKEN', { ADMIN_TOKEN: `${'a'.repeat(8)}\t${'b'.repeat(8)}` }, 'must not contain whitespace'],
+    ['METRICS_TOKEN', { METRICS_TOKEN: 'short' }, 'must be at least 16 characters'],
+    ['METRICS_TOKEN', { METRICS_TOKEN: `${'m'.repeat(8)}\n${'n'.repeat(8)}` }, 'must not contain whitespace'],
     ['LOG_LEVEL', { LOG_LEVEL: 'verbose' }, 'must be one of fatal, error, warn, info, debug, trace, silent'],
     ['ANTHROPIC_BASE_URL', { ANTHROPIC_BASE_URL: 'ftp://x' }, 'must use http or https'],
     ['GEMINI_BASE_URL', { GEMINI_BASE_URL: '//nohost' }, 'must be a URL'],
@@ -176,18 +205,35 @@ describe('each invalid variable stops start-up with one message naming it', () =
     ['CHAIN_ID', { CHAIN_ID: '0x2105' }, 'must be a whole number'],
     ['USDC_ADDRESS', { CHAIN_ID: '31337' }, 'is required'],
     ['USDC_ADDRESS', { USDC_ADDRESS: '0x1234' }, 'must be a 0x-prefixed 20-byte address'],
+    ['USDC_ADDRESS', { USDC_ADDRESS: ZERO_ADDRESS }, 'must not be the zero address'],
+    ['USDC_ADDRESS', { CHAIN_ID: '31337', USDC_ADDRESS: ZERO_ADDRESS }, 'must not be the zero address'],
     ['TREASURY_ADDRESS', { TREASURY_ADDRESS: undefined }, 'is required'],
     ['TREASURY_ADDRESS', { TREASURY_ADDRESS: 'treasury.eth' }, 'must be a 0x-prefixed 20-byte address'],
+    // USDC refuses transfers to the zero address: every settlement would fail.
+    ['TREASURY_ADDRESS', { TREASURY_ADDRESS: ZERO_ADDRESS }, 'must not be the zero address'],
     ['SESSION_KEY_PRIVATE_KEY', { SESSION_KEY_PRIVATE_KEY: undefined }, 'is required'],
     [
       'SESSION_KEY_PRIVATE_KEY',
       { SESSION_KEY_PRIVATE_KEY: '11'.repeat(32) },
       'must be a 0x-prefixed 32-byte hex key',
     ],
+    // Well-formed but no secp256k1 key: viem would throw later, naming no variable.
+    ['SESSION_KEY_PRIVATE_KEY', { SESSION_KEY_PRIVATE_KEY: key(0n) }, 'must be a secp256k1 private key'],
+    ['SESSION_KEY_PRIVATE_KEY', { SESSION_KEY_PRIVATE_KEY: key(CURVE_ORDER) }, 'below the curve order n'],
+    [
+      'SESSION_KEY_PRIVATE_KEY',
+      { SESSION_KEY_PRIVATE_KEY: `0x${'ff'.repeat(32)}` },
+      'below the curve order n',
+    ],
     [
       'DELEGATION_MANAGER_ADDRESS',
       { DELEGATION_MANAGER_ADDRESS: '0xzz' },
       'must be a 0x-prefixed 20-byte address',
+    ],
+    [
+      'DELEGATION_MANAGER_ADDRESS',
+      { DELEGATION_MANAGER_ADDRESS: ZERO_ADDRESS },
+      'must not be the zero address',
     ],
     ['FACILITATOR_URL', { FACILITATOR_URL: 'ws://f' }, 'must use http or https'],
     ['CHAIN_POLL_INTERVAL_MS', { CHAIN_POLL_INTERVAL_MS: '0' }, 'must be between 1 and 60000'],

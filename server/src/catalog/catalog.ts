@@ -119,6 +119,16 @@ export function parseCatalog(raw: unknown): Catalog {
       fail(`${at}.provider`, `"${provider}" is neither anthropic, google nor a listed upstream`);
     if (byId.has(id)) fail(`${at}.id`, `"${id}" is listed twice`);
     const contextLength = count('contextLength');
+    const maxOutputTokens = count('maxOutputTokens');
+    const defaultMaxTokens = count('defaultMaxTokens');
+    // Limits the provider would refuse: every request asking for them fails upstream.
+    if (maxOutputTokens > contextLength)
+      fail(`${at}.maxOutputTokens`, `of "${id}" must be at most its contextLength (${contextLength})`);
+    if (defaultMaxTokens > maxOutputTokens)
+      fail(
+        `${at}.defaultMaxTokens`,
+        `of "${id}" must be at most its maxOutputTokens (${maxOutputTokens}), or every request without max_tokens is refused upstream`,
+      );
     const pricing = entry.pricing;
     if (!isObject(pricing)) return fail(`${at}.pricing`, 'must be an object');
     checkPriceSheet(pricing, `${at}.pricing`, fail);
@@ -130,8 +140,8 @@ export function parseCatalog(raw: unknown): Catalog {
       providerModel: text('providerModel'),
       name: text('name'),
       contextLength,
-      maxOutputTokens: count('maxOutputTokens'),
-      defaultMaxTokens: count('defaultMaxTokens'),
+      maxOutputTokens,
+      defaultMaxTokens,
       pricing: pricing as unknown as ModelPricing,
     };
     byId.set(id, model);

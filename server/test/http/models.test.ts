@@ -247,6 +247,16 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
       'models[0].maxOutputTokens must be a positive integer',
     ],
     [
+      'a max output longer than the context',
+      acmeCatalog({ maxOutputTokens: 32_001 }),
+      'models[0].maxOutputTokens of "acme/small-1" must be at most its contextLength (32000)',
+    ],
+    [
+      'a default max_tokens above the max output',
+      acmeCatalog({ defaultMaxTokens: 8_001 }),
+      'models[0].defaultMaxTokens of "acme/small-1" must be at most its maxOutputTokens (8000)',
+    ],
+    [
       'an upstream without http(s) URL',
       { upstreams: { acme: { baseUrl: 'ftp://x' } }, models: [] },
       'upstreams.acme.baseUrl must be an http(s) URL',
@@ -283,6 +293,18 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
     });
     expect(catalog.find('acme/small-1')?.providerModel).toBe('small-1');
     expect(catalog.find('acme/missing')).toBeUndefined();
+  });
+
+  test('limits may reach the next one up: default = max output = context', () => {
+    const limits = { contextLength: 8_000, maxOutputTokens: 8_000, defaultMaxTokens: 8_000 };
+    expect(parseCatalog(acmeCatalog(limits)).find('acme/small-1')).toMatchObject(limits);
+  });
+
+  test('the shipped catalog keeps every default within its model limits', () => {
+    for (const entry of loadCatalog().models) {
+      expect(entry.defaultMaxTokens).toBeLessThanOrEqual(entry.maxOutputTokens);
+      expect(entry.maxOutputTokens).toBeLessThanOrEqual(entry.contextLength);
+    }
   });
 
   test('a good long-prompt tier is kept with the model', () => {
