@@ -321,17 +321,29 @@ export async function confirmSettlement(
 /**
  * The payment did not happen (reverted, refused, never mined): its records are unclaimed again
  * and the payer's credit is what it was. Only call it once the transaction cannot land any more.
+ * With `readAs`, the state that decision was read from, it is failed only while it still stands
+ * so: a settlement another holder of the payer sent or replaced meanwhile (its lock lost) is not
+ * failed on a stale look, which would claim its records again for a second payment; that throws a
+ * SettlementStateError.
  */
-export async function failSettlement(store: Store, id: string, reason: string): Promise<Settlement> {
+export async function failSettlement(
+  store: Store,
+  id: string,
+  reason: string,
+  readAs?: Pick<Settlement, 'status' | 'txHash'>,
+): Promise<Settlement> {
   const now = Date.now();
   const failed = await store.db.transaction().execute(async (trx) => {
-    const row = await trx
+    let update = trx
       .updateTable('settlements')
       .set({ status: 'failed', failure_reason: reason, failed_at: now, updated_at: now })
       .where('id', '=', id)
-      .where('status', 'in', UNFINISHED)
-      .returningAll()
-      .executeTakeFirst();
+      .where('status', 'in', UNFINISHED);
+    if (readAs)
+      update = update
+        .where('status', '=', readAs.status)
+        .where('tx_hash', readAs.txHash === null ? 'is' : '=', readAs.txHash);
+    const row = await update.returningAll().executeTakeFirst();
     if (row)
       await trx
         .updateTable('usage_records')

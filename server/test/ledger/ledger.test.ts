@@ -262,6 +262,30 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
     expect((await debtOf(store, payer)).creditPicoUsd).toBe(499_999n);
   });
 
+  test('a failure decided on a stale look leaves a settlement sent or replaced since as it is, its records claimed', async () => {
+    const payer = newPayer();
+    await record(store, payer, 3_000_000n);
+    const opened = await openSettlement(store, payer, 'session');
+    // Another holder of the payer (whose lock this one lost) sends it meanwhile.
+    const sent = await markSettlementSent(store, opened!.id, txHash(21));
+    await expect(failSettlement(store, opened!.id, 'never sent', opened!)).rejects.toBeInstanceOf(
+      SettlementStateError,
+    );
+    const replaced = await replaceSettlementTransaction(store, opened!.id, txHash(21), {
+      hash: txHash(22),
+      raw: '0x02000022',
+    });
+    await expect(failSettlement(store, opened!.id, 'dropped', sent)).rejects.toBeInstanceOf(
+      SettlementStateError,
+    );
+    expect(await findSettlement(store, opened!.id)).toMatchObject({ status: 'sent', txHash: txHash(22) });
+    // Still in flight, its records claimed: no second settlement can pay them.
+    await expect(openSettlement(store, payer, 'session')).rejects.toBeInstanceOf(SettlementInProgressError);
+    // A look at the settlement as it stands decides.
+    expect(await failSettlement(store, opened!.id, 'dropped', replaced)).toMatchObject({ status: 'failed' });
+    expect(await openSettlement(store, payer, 'session')).toMatchObject({ amountAtomic: 3n, recordCount: 1 });
+  });
+
   test('a sent settlement replaced twice keeps every replaced hash; it is confirmed by whichever was mined', async () => {
     const payer = newPayer();
     await record(store, payer, 3_000_000n);

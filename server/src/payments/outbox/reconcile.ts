@@ -54,15 +54,16 @@ export async function reconcileSettlement(deps: OutboxDeps, id: string): Promise
   if (!settlement) throw new Error(`settlement ${id} does not exist`);
   if (settlement.status !== 'pending' && settlement.status !== 'sent') return settlement;
   // The transaction is broadcast only after the row is marked sent: a pending row was never sent.
+  // Each failure here stands on this look, so it holds only if nothing moved the row since.
   if (settlement.status === 'pending' || !settlement.txHash)
-    return failSettlement(store, id, OUTBOX_FAILURES.neverSent);
+    return failSettlement(store, id, OUTBOX_FAILURES.neverSent, settlement);
 
   const sent = { settlement, raw: await signedTransactionOf(store, id) };
   const receipt =
     (await receiptOfAny(deps.chain, sentHashes(settlement))) ?? (await awaitIfKnown(deps, sent));
   if (receipt === 'in-flight') return (await findSettlement(store, id)) ?? settlement;
   if (receipt) return settleFromReceipt(deps, settlement, receipt);
-  return failSettlement(store, id, OUTBOX_FAILURES.replaced);
+  return failSettlement(store, id, OUTBOX_FAILURES.replaced, settlement);
 }
 
 /**
