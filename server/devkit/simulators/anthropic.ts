@@ -89,7 +89,32 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
     return { status: 400, message: 'There was an error parsing the body' };
   if (!Array.isArray(body.messages)) return { status: 400, message: 'messages: Field required' };
   if (!Number.isInteger(body.max_tokens)) return { status: 400, message: 'max_tokens: Field required' };
-  return toolResultsAfterOtherContent(body.messages);
+  return (
+    toolResultsAfterOtherContent(body.messages) ?? emptyTextOf(body.messages) ?? untypedToolOf(body.tools)
+  );
+}
+
+/** Anthropic refuses an empty text block, a tool result's included (its string content is one). */
+function emptyTextOf(messages: Array<{ content?: unknown }>): ScriptedHttpError | undefined {
+  const hasEmptyText = (blocks: unknown): boolean =>
+    Array.isArray(blocks) &&
+    blocks.some(
+      (block) =>
+        (block.type === 'text' && block.text === '') ||
+        (block.type === 'tool_result' && (block.content === '' || hasEmptyText(block.content))),
+    );
+  if (messages.some((message) => hasEmptyText(message.content)))
+    return { status: 400, message: 'messages: text content blocks must be non-empty' };
+  return undefined;
+}
+
+/** Anthropic requires `type` of a tool's `input_schema` (JSON Schema lets it be left out). */
+function untypedToolOf(tools: unknown): ScriptedHttpError | undefined {
+  if (!Array.isArray(tools)) return undefined;
+  const i = tools.findIndex((tool) => tool.input_schema && tool.input_schema.type === undefined);
+  return i === -1
+    ? undefined
+    : { status: 400, message: `tools.${i}.custom.input_schema.type: Field required` };
 }
 
 /** Anthropic wants a user turn's tool_result blocks before any other block of it. */

@@ -111,6 +111,16 @@ function refusalOf(request: LoggedRequest, known: boolean, url: URL): ScriptedHt
     return { status: 400, message: 'Invalid JSON payload received.' };
   if (!Array.isArray(body.contents) || body.contents.length === 0)
     return { status: 400, message: '* GenerateContentRequest.contents: contents is not specified' };
+  return int32OutOfRange(body.generationConfig);
+}
+
+/** Gemini's `seed` and `topK` are int32: its JSON parser refuses a value out of range. */
+function int32OutOfRange(config: Record<string, unknown> | undefined): ScriptedHttpError | undefined {
+  for (const [field, name] of Object.entries({ seed: 'seed', topK: 'top_k' })) {
+    const value = config?.[field];
+    if (typeof value === 'number' && (value < -(2 ** 31) || value > 2 ** 31 - 1))
+      return { status: 400, message: `Invalid value at 'generation_config.${name}' (TYPE_INT32), ${value}` };
+  }
   return undefined;
 }
 

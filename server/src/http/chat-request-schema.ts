@@ -150,6 +150,9 @@ export const chatRequestSchema = {
     }),
     tools: nullable({ type: 'array', items: functionTool }),
     tool_choice: toolChoice,
+    parallel_tool_calls: nullable({ type: 'boolean' }),
+    seed: nullable({ type: 'integer' }),
+    user: nullable({ type: 'string' }),
     // Passed to OpenAI-compatible upstreams only (ignored by the other families).
     reasoning_effort: nullable({
       type: 'string',

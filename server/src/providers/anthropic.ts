@@ -9,7 +9,10 @@
  * - Penalties and `seed` have no Anthropic equivalent and are dropped without error, as are stop
  *   sequences of whitespace only (Anthropic refuses them).
  * - Empty texts are left out (Anthropic refuses empty text blocks), and messages left empty with
- *   them; a conversation with no turn left is a 400 before any payment.
+ *   them; a conversation with no turn left is a 400 before any payment. A tool result left empty
+ *   goes without `content`, which is optional on a `tool_result`.
+ * - A tool's `parameters` without `type` (OpenAI takes them so) are sent with `type: "object"`,
+ *   which Anthropic requires of an `input_schema`.
  * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`.
  */
 import type { CatalogModel } from '../catalog/catalog.js';
@@ -41,7 +44,7 @@ type ContentBlock =
       source: { type: 'base64'; media_type: string; data: string } | { type: 'url'; url: string };
     }
   | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
-  | { type: 'tool_result'; tool_use_id: string; content: string | TextBlock[] };
+  | { type: 'tool_result'; tool_use_id: string; content?: string | TextBlock[] };
 
 export interface AnthropicMessage {
   role: 'user' | 'assistant';
@@ -100,7 +103,7 @@ export function anthropicRequestBody(
       tools: tools.map(({ function: fn }) => ({
         name: fn.name,
         ...(fn.description !== undefined && { description: fn.description }),
-        input_schema: fn.parameters ?? { type: 'object', properties: {} },
+        input_schema: { type: 'object', ...(fn.parameters ?? { properties: {} }) },
       })),
       tool_choice: anthropicToolChoice(request.tool_choice ?? 'auto', request.parallel_tool_calls === false),
     }),
@@ -162,9 +165,15 @@ function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
       typeof content === 'string'
         ? content
         : (content ?? []).flatMap((part) =>
-            part.type === 'text' ? [{ type: 'text' as const, text: part.text }] : [],
+            part.type === 'text' && part.text !== '' ? [{ type: 'text' as const, text: part.text }] : [],
           );
-    return [{ type: 'tool_result', tool_use_id: message.tool_call_id ?? '', content: result }];
+    return [
+      {
+        type: 'tool_result',
+        tool_use_id: message.tool_call_id ?? '',
+        ...(result.length > 0 && { content: result }),
+      },
+    ];
   }
   const blocks: ContentBlock[] = [];
   if (typeof content === 'string') {

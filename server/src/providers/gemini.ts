@@ -10,6 +10,8 @@
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
  *   implies; data URLs go as `inlineData`.
  * - Thought parts (`thought: true`) are not part of the OpenAI answer; their tokens are reasoning tokens.
+ * - `seed` and `top_k` are 32-bit integers for Gemini (OpenAI's `seed` is 64-bit): one out of that
+ *   range is a 400 naming the field before any payment, not a 502 once Gemini refuses it.
  * - Penalties are dropped without error: Gemini 2.5 and later refuse any but 0 ("Penalty is not
  *   enabled for models/gemini-2.5-flash"); only 2.0 models took them.
  * - Empty texts are left out (Gemini refuses empty text parts and empty turns), and messages left
@@ -97,10 +99,10 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
     maxOutputTokens: request.max_completion_tokens ?? request.max_tokens ?? model.defaultMaxTokens,
     ...(request.temperature != null && { temperature: request.temperature }),
     ...(request.top_p != null && { topP: request.top_p }),
-    ...(request.top_k != null && { topK: request.top_k }),
+    ...(request.top_k != null && { topK: int32(request.top_k, 'top_k') }),
     ...(stop.length > 0 && { stopSequences: stop }),
     ...(jsonMode && tools.length === 0 && { responseMimeType: 'application/json' }),
-    ...(request.seed != null && { seed: request.seed }),
+    ...(request.seed != null && { seed: int32(request.seed, 'seed') }),
   };
   return {
     contents,
@@ -119,6 +121,16 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
       toolConfig: { functionCallingConfig: geminiFunctionCalling(request.tool_choice ?? 'auto') },
     }),
   };
+}
+
+/** `value` if Gemini takes it as an int32. */
+function int32(value: number, field: string): number {
+  if (value < -(2 ** 31) || value > 2 ** 31 - 1)
+    throw new UntranslatableRequestError(
+      field,
+      'must be between -2147483648 and 2147483647 for Gemini models',
+    );
+  return value;
 }
 
 function geminiFunctionCalling(choice: ToolChoice): Record<string, unknown> {

@@ -67,7 +67,7 @@ export interface ChatRequest {
   parallel_tool_calls?: boolean | null;
   n?: number | null;
   seed?: number | null;
-  user?: string;
+  user?: string | null;
   /** OpenAI's reasoning models: how much they think (`minimal`, `low`, `medium`, `high`). */
   reasoning_effort?: string | null;
   verbosity?: string | null;

@@ -61,6 +61,11 @@ describe('accepted just inside each bound', () => {
         safety_identifier: null,
       }),
     ],
+    ['seed, user and parallel_tool_calls', withUser({ seed: -7, user: 'u-1', parallel_tool_calls: false })],
+    [
+      'seed, user and parallel_tool_calls null',
+      withUser({ seed: null, user: null, parallel_tool_calls: null }),
+    ],
     ['stream with usage', withUser({ stream: true, stream_options: { include_usage: true } })],
     ['tools without tool_choice', withUser({ tools: [tool] })],
     ['tool_choice none without tools', withUser({ tool_choice: 'none' })],
@@ -104,10 +109,7 @@ describe('accepted just inside each bound', () => {
     [
       'unknown extra fields, top level and in messages',
       withUser({
-        user: 'u-1',
-        seed: 7,
         logprobs: false,
-        parallel_tool_calls: true,
         metadata: { tag: 'x' },
         messages: [{ ...user, name: 'alice', cache_control: { type: 'ephemeral' } }],
       }),
@@ -132,8 +134,8 @@ describe('accepted just inside each bound', () => {
   });
 
   test('unknown fields reach the handler untouched (ignored, not stripped or refused)', async () => {
-    const res = await post(withUser({ seed: 7, user: 'u-1' }));
-    expect(res.body.request).toMatchObject({ seed: 7, user: 'u-1' });
+    const res = await post(withUser({ logprobs: false, metadata: { tag: 'x' } }));
+    expect(res.body.request).toMatchObject({ logprobs: false, metadata: { tag: 'x' } });
   });
 });
 
@@ -317,6 +319,10 @@ describe('refused just outside each bound, naming the field', () => {
     ['logit_bias keyed by a word', withUser({ logit_bias: { hello: 5 } }), 'logit_bias'],
     ['logit_bias above 100', withUser({ logit_bias: { '50256': 101 } }), 'logit_bias[50256]'],
     ['prompt_cache_key a number', withUser({ prompt_cache_key: 5 }), 'prompt_cache_key'],
+    ['seed fractional', withUser({ seed: 1.5 }), 'seed'],
+    ['seed as a string', withUser({ seed: '7' }), 'seed'],
+    ['user a number', withUser({ user: 42 }), 'user'],
+    ['parallel_tool_calls a string', withUser({ parallel_tool_calls: 'yes' }), 'parallel_tool_calls'],
   ];
   test.each(cases)('%s', async (_name, body, field) => {
     const res = await post(body);

@@ -234,6 +234,59 @@ describe('Anthropic behind /v1/chat/completions', () => {
     });
   });
 
+  test('an empty tool result goes without content, and empty parts leave a result (Anthropic refuses empty text blocks)', async () => {
+    const call = (id: string) => ({
+      id,
+      type: 'function' as const,
+      function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
+    });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        { role: 'user', content: 'Weather in Oslo, three times?' },
+        { role: 'assistant', content: null, tool_calls: [call('toolu_a'), call('toolu_b'), call('toolu_c')] },
+        { role: 'tool', tool_call_id: 'toolu_a', content: '' },
+        { role: 'tool', tool_call_id: 'toolu_b', content: [{ type: 'text', text: '' }] },
+        {
+          role: 'tool',
+          tool_call_id: 'toolu_c',
+          content: [
+            { type: 'text', text: '' },
+            { type: 'text', text: 'snow' },
+          ],
+        },
+      ],
+      tools: [weatherTool],
+    });
+    expect(answer).toMatchObject({ object: 'chat.completion', choices: [{ finish_reason: 'stop' }] });
+    expect(lastSent().body.messages.at(-1)).toEqual({
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'toolu_a' },
+        { type: 'tool_result', tool_use_id: 'toolu_b' },
+        { type: 'tool_result', tool_use_id: 'toolu_c', content: [{ type: 'text', text: 'snow' }] },
+      ],
+    });
+  });
+
+  test('tool parameters without type go as an object input_schema (Anthropic requires its type)', async () => {
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'What time is it?' }],
+      tools: [
+        { type: 'function', function: { name: 'now', parameters: {} } },
+        { type: 'function', function: { name: 'get_weather', parameters: { properties: { city: {} } } } },
+        { type: 'function', function: { name: 'ping' } },
+      ],
+    });
+    expect(answer).toMatchObject({ object: 'chat.completion', choices: [{ finish_reason: 'stop' }] });
+    expect(lastSent().body.tools).toEqual([
+      { name: 'now', input_schema: { type: 'object' } },
+      { name: 'get_weather', input_schema: { type: 'object', properties: { city: {} } } },
+      { name: 'ping', input_schema: { type: 'object', properties: {} } },
+    ]);
+  });
+
   test('tools in a stream: the call id and name first, then the arguments in pieces, OpenAI indexes', async () => {
     h.anthropic.script({
       text: 'Let me check.',

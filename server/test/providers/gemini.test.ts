@@ -298,6 +298,41 @@ describe('Gemini behind /v1/chat/completions', () => {
     });
   });
 
+  test("seed and top_k at the ends of Gemini's int32 range are sent", async () => {
+    for (const [seed, topK] of [
+      [-(2 ** 31), 1],
+      [2 ** 31 - 1, 2 ** 31 - 1],
+    ]) {
+      await h.client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Hi' }],
+        seed,
+        // @ts-expect-error top_k is not in the OpenAI types, but the gateway accepts it
+        top_k: topK,
+      });
+      expect(lastSent().body.generationConfig).toMatchObject({ seed, topK });
+    }
+  });
+
+  test.each([
+    ['seed', 2 ** 31],
+    ['seed', -(2 ** 31) - 1],
+    ['top_k', 2 ** 31],
+  ])("%s %d, beyond Gemini's int32, is a 400 naming it, and nothing is sent", async (field, value) => {
+    const refused = await h.client.chat.completions
+      .create({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], [field]: value })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(APIError);
+    expect((refused as APIError).status).toBe(400);
+    expect((refused as APIError).error).toMatchObject({
+      code: 'validation_error',
+      field,
+      message: `${field} must be between -2147483648 and 2147483647 for Gemini models`,
+    });
+    expect(h.gemini.log).toEqual([]);
+    expect(h.recorder.entries).toEqual([]);
+  });
+
   test('MAX_TOKENS is finish_reason length; SAFETY is content_filter', async () => {
     h.gemini.script({ text: 'Once upon', stop: 'MAX_TOKENS' }, { stop: 'SAFETY' });
     const cut = await h.client.chat.completions.create({

@@ -129,6 +129,36 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
     });
   });
 
+  test('seed (64-bit, as OpenAI takes it), user and parallel_tool_calls go upstream', async () => {
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hi' }],
+      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+      parallel_tool_calls: false,
+      seed: 2 ** 40,
+      user: 'u-1',
+    });
+    expect(h.local.log.at(-1)!.body).toMatchObject({
+      parallel_tool_calls: false,
+      seed: 2 ** 40,
+      user: 'u-1',
+    });
+  });
+
+  test.each([
+    ['seed', 1.5],
+    ['user', 42],
+    ['parallel_tool_calls', 'yes'],
+  ])('%s of a wrong type (%j) is a 400 naming it, and nothing is sent', async (field, value) => {
+    const request = { model: MODEL, messages: [{ role: 'user', content: 'Hi' }], [field]: value };
+    const error = await h.client.chat.completions
+      .create(request as unknown as ChatCompletionCreateParamsNonStreaming)
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 400, error: { code: 'validation_error', field } });
+    expect(h.local.log).toEqual([]);
+    expect(h.recorder.entries).toEqual([]);
+  });
+
   test('a stream asks the upstream for usage and relays content and tool call deltas', async () => {
     h.local.script({
       text: ['Let ', 'me ', 'look.'],
