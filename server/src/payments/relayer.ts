@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import {
   type Address,
   BaseError,
@@ -325,6 +326,23 @@ export function createRelayer(
     },
   };
   return relayer;
+}
+
+/**
+ * `look`'s answer, asked again two polling intervals later when it found nothing. Before the gateway
+ * concludes that a transaction is gone (and fails a settlement it may pay, whose records a second
+ * settlement would then pay again): behind a load balancer, the node asked may be a block behind
+ * the one that took or mined it, and answer that it knows no such transaction.
+ */
+export async function onSecondLook<T>(
+  client: Pick<PublicClient, 'pollingInterval'>,
+  look: () => Promise<T>,
+  found: (answer: T) => boolean,
+): Promise<T> {
+  const first = await look();
+  if (found(first)) return first;
+  await delay(2 * client.pollingInterval);
+  return look();
 }
 
 /** Whether the node holds the transaction: waiting in its pool, or mined. Throws when it cannot tell. */

@@ -24,7 +24,13 @@ import {
   reconcileSettlement,
   settleFromReceipt,
 } from './outbox/reconcile.js';
-import { BroadcastError, NONCE_ATTEMPTS, nodeHolds, type SignedTransaction } from './relayer.js';
+import {
+  BroadcastError,
+  NONCE_ATTEMPTS,
+  nodeHolds,
+  onSecondLook,
+  type SignedTransaction,
+} from './relayer.js';
 import type { SessionRecord } from './session-records.js';
 import {
   refusalFromRevert,
@@ -148,7 +154,11 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
     // through (a proxy retried it). Failing it would claim its records again and pay them twice.
     if (
       caught instanceof BroadcastError &&
-      (await nodeHolds(chain.publicClient, caught.hash).catch(() => true))
+      (await onSecondLook(
+        chain.publicClient,
+        () => nodeHolds(chain.publicClient, caught.hash),
+        (held) => held,
+      ).catch(() => true))
     )
       throw new BroadcastError('unknown', caught.hash, caught);
     // A node call that failed before anything was sent (fees, nonce, code): retryable, and told

@@ -120,6 +120,51 @@ test('the node took the settlement but its answer says "nonce too low" (a retrie
   await stack.expectLedgerMatchesChain([payer.address]);
 });
 
+test('"nonce too low" for a settlement the node took, asked about a node a block behind: not paid twice', async () => {
+  const { rpc } = stack;
+  const payer = await stack.owingPayer(6);
+  const misreported = rpc.misreportNext('eth_sendRawTransaction', 'nonce too low');
+  // Behind a load balancer, the node asked next has not seen the transaction yet.
+  const lagged = rpc.lagNext('eth_getTransactionByHash');
+  const refused = await stack.probe.chat(payer.client(), payer.address);
+  await Promise.all([misreported, lagged]);
+  expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+
+  const served = await stack.probe.chat(payer.client(), payer.address);
+  expect(served.status).toBe(200);
+  expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
+  expect(stack.probe.violations).toEqual([]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+});
+
+test('a settlement mined while the nodes asked for its receipt are a block behind: recognised, not paid again', async () => {
+  const { rpc, probe } = stack;
+  // Owner 0's key again: a smart account of its own (a new salt), as every owingPayer makes.
+  const payer = await stack.owingPayer(0);
+  // Sent, then its receipt cannot be read: 503, the settlement left `sent`.
+  const down = rpc.downFrom('eth_getTransactionReceipt');
+  let refused: Awaited<ReturnType<typeof probe.chat>>;
+  try {
+    refused = await probe.chat(payer.client(), payer.address);
+    await down;
+  } finally {
+    rpc.pass();
+  }
+  expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+  const [sent] = await settlementsOf(stack.store, payer.address);
+  await stack.local.publicClient.waitForTransactionReceipt({ hash: sent!.txHash! });
+  // The next look finds the nonce used, while two receipt lookups reach a node that has not
+  // seen the block: the settlement is not taken for dropped.
+  const lagged = rpc.lagNext('eth_getTransactionReceipt', 2);
+  const served = await probe.chat(payer.client(), payer.address);
+  await lagged;
+  expect(served.status).toBe(200);
+  expect(served.headers.get('x-settlement-tx')).toBeNull();
+  expect(probe.violations).toEqual([]);
+  expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
+  await stack.expectLedgerMatchesChain([payer.address]);
+});
+
 test('the payer moves its USDC away between the simulation and the broadcast: the revert is a 503, the retry says why', async () => {
   const { rpc, probe, local } = stack;
   const payer = await stack.owingPayer(5);

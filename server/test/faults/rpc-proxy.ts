@@ -36,6 +36,12 @@ export interface RpcProxy {
    * repeat). Resolves once it was answered.
    */
   misreportNext(method: string, message: string): Promise<void>;
+  /**
+   * The next `times` calls of `method` are answered as a node a block behind would answer them: a
+   * `null` result (no such transaction, no receipt yet), without asking the node. Resolves once the
+   * last of them was answered.
+   */
+  lagNext(method: string, times?: number): Promise<void>;
   /** The JSON-RPC methods called so far, in order. */
   methods: string[];
   close(): Promise<void>;
@@ -55,6 +61,7 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
   let mode: Mode = 'pass';
   let priceBump: number | undefined;
   const misreports = new Map<string, { message: string; done: () => void }>();
+  const lags = new Map<string, { left: number; done: () => void }>();
   const pooled: PooledFees = new Map();
   const methods: string[] = [];
   const triggers: Trigger[] = [];
@@ -81,6 +88,16 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
     while (mode === 'stall') await new Promise<void>((resume) => wake.push(resume));
     if (mode === 'down') {
       req.socket.resetAndDestroy();
+      return;
+    }
+    const lag = called.length === 1 ? lags.get(called[0] as string) : undefined;
+    if (lag) {
+      if (--lag.left === 0) lags.delete(called[0] as string);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({ jsonrpc: '2.0', id: (JSON.parse(body) as { id?: unknown }).id, result: null }),
+      );
+      if (lag.left === 0) lag.done();
       return;
     }
     const sent = priceBump === undefined ? undefined : await sentTransaction(body);
@@ -155,6 +172,7 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
     },
     misreportNext: (method, message) =>
       new Promise<void>((done) => misreports.set(method, { message, done })),
+    lagNext: (method, times = 1) => new Promise<void>((done) => lags.set(method, { left: times, done })),
     methods,
     async close() {
       setMode('down');

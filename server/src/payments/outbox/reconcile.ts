@@ -19,7 +19,7 @@ import type { SettlementMetrics } from '../../observability/index.js';
 import { isStoreUnavailable, type Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import { type ChainClient, isTransportFailure } from '../chain-client.js';
-import { BroadcastError, nodeHolds } from '../relayer.js';
+import { BroadcastError, nodeHolds, onSecondLook } from '../relayer.js';
 import { paysTreasury } from '../treasury-transfer.js';
 
 export interface OutboxDeps {
@@ -183,7 +183,8 @@ export async function awaitIfKnown(
     (await chain.publicClient.getTransactionCount({ address: chain.relayer.address, blockTag: 'latest' })) >
       nonce;
   // Its nonce is taken: by one of its transactions (mined since the first look) or by another.
-  if (await nonceUsed()) return receiptOfAny(chain, hashes);
+  const minedOrGone = () => onSecondLook(chain.publicClient, () => receiptOfAny(chain, hashes), Boolean);
+  if (await nonceUsed()) return minedOrGone();
   // Not mined within a receipt timeout: replaced when the market asks more than it offers (nodes
   // differ in whether they show a transaction priced below the base fee, so the pool is not asked).
   if (Date.now() - settlement.updatedAt.getTime() >= deps.receiptTimeoutMs) {
@@ -197,7 +198,7 @@ export async function awaitIfKnown(
   } catch (error) {
     // Refused for its nonce: mined meanwhile, or an earlier transaction of the settlement still waits.
     if (error instanceof BroadcastError && error.kind === 'nonce')
-      return (await nonceUsed()) ? receiptOfAny(chain, hashes) : 'in-flight';
+      return (await nonceUsed()) ? minedOrGone() : 'in-flight';
     if (error instanceof BroadcastError) return 'in-flight';
     throw error;
   }
