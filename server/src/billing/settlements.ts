@@ -32,6 +32,8 @@ export interface Settlement {
   txHash: Hex | null;
   /** Transactions `txHash` replaced with higher fees, under the same nonce, oldest first. */
   replacedTxHashes: Hex[];
+  /** The treasury it pays: the one configured when it was opened (null: opened before this was recorded). */
+  payTo: Address | null;
   blockNumber: bigint | null;
   failureReason: string | null;
   createdAt: Date;
@@ -143,6 +145,7 @@ export async function openSettlement(
   store: Store,
   payer: Address,
   rail: PaymentRail,
+  payTo?: Address,
 ): Promise<Settlement | null> {
   const wallet = getAddress(payer);
   if (!(await mayOwe(store, wallet))) return null;
@@ -194,6 +197,7 @@ export async function openSettlement(
         record_count: 0,
         credit_before_pico: payerRow.credit_pico,
         carried_pico: 0,
+        pay_to: payTo ?? null,
         created_at: now,
         updated_at: now,
       })
@@ -486,6 +490,7 @@ export function toSettlement(row: Selectable<SettlementsTable>): Settlement {
     carriedPicoUsd: row.carried_pico,
     txHash: row.tx_hash,
     replacedTxHashes: row.replaced_tx_hashes ? (row.replaced_tx_hashes.split(',') as Hex[]) : [],
+    payTo: row.pay_to,
     blockNumber: row.block_number,
     failureReason: row.failure_reason,
     createdAt: new Date(Number(row.created_at)),

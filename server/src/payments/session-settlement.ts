@@ -81,7 +81,7 @@ export async function settleSessionDebt(
 /** Opens the payer's next settlement, first finishing one a crash or a timeout left unfinished. */
 async function openAfterUnfinished(deps: OutboxDeps, payer: Address): Promise<Settlement | null> {
   try {
-    return await openSettlement(deps.store, payer, 'session');
+    return await openSettlement(deps.store, payer, 'session', deps.chain.treasury);
   } catch (error) {
     if (!(error instanceof SettlementInProgressError)) throw error;
     const unfinished = error.settlement;
@@ -97,7 +97,7 @@ async function openAfterUnfinished(deps: OutboxDeps, payer: Address): Promise<Se
       throw new SettlementUnavailableError(
         `the previous settlement ${finished.txHash} of this payer is not confirmed yet; retry shortly`,
       );
-    return openSettlement(deps.store, payer, 'session');
+    return openSettlement(deps.store, payer, 'session', deps.chain.treasury);
   }
 }
 

@@ -77,6 +77,8 @@ export interface SettlementsTable {
   tx_raw: Hex | null;
   /** Hashes of the transactions `tx_raw` replaced (same nonce, lower fees), oldest first, comma-separated. */
   replaced_tx_hashes: string | null;
+  /** The treasury it pays (null: opened before this was recorded). */
+  pay_to: Address | null;
   block_number: NullableInt;
   failure_reason: string | null;
   created_at: Millis;

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import type { Address } from 'viem';
+import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { expect, test, vi } from 'vitest';
 import { type SessionPayer, SMALL_COST, useFaultStack } from './harness.js';
 
@@ -132,4 +133,30 @@ test('after the node lost a pending settlement, another payer is settled at once
     ).toEqual([`confirmed ${SMALL_COST}`]);
   expect(probe.violations).toEqual([]);
   await stack.expectLedgerMatchesChain([lost.address, other.address]);
+});
+
+test('restarted with another TREASURY_ADDRESS while a settlement to the old one was in the pool: confirmed, not paid again', async () => {
+  const { local, probe } = stack;
+  const payer = await stack.owingPayer(5);
+  const forwarded = probe.forwarded();
+  await pauseMining();
+  try {
+    await killedOnceSent(payer);
+  } finally {
+    await local.testClient.setAutomine(true);
+  }
+  await local.testClient.mine({ blocks: 1 });
+  const treasury = stack.env.TREASURY_ADDRESS!;
+  // The operator moves the treasury meanwhile: the settlement still paid the one it was opened for.
+  stack.env.TREASURY_ADDRESS = privateKeyToAddress(generatePrivateKey());
+  try {
+    await stack.restart();
+    expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
+    expect(probe.forwarded()).toBe(forwarded);
+  } finally {
+    await stack.gateway.stop();
+    stack.env.TREASURY_ADDRESS = treasury;
+    await stack.restart();
+  }
+  await stack.expectLedgerMatchesChain([payer.address]);
 });

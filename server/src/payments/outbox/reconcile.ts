@@ -118,7 +118,7 @@ export function settleFromReceipt(
   const expected = {
     token: chain.usdc,
     payer: settlement.payer,
-    treasury: chain.treasury,
+    treasury: settlement.payTo ?? chain.treasury,
     amount: settlement.amountAtomic,
   };
   if (!paysTreasury(receipt, expected)) return failSettlement(store, settlement.id, OUTBOX_FAILURES.notPaid);

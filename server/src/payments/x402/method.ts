@@ -125,7 +125,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
 
     // Read before the settlement opens: a chain that cannot be read leaves nothing open.
     const fromBlock = await currentBlockNumber();
-    const settlement = await openSettlement(store, payer, 'x402').catch((error) => {
+    const settlement = await openSettlement(store, payer, 'x402', chain.treasury).catch((error) => {
       if (error instanceof SettlementInProgressError) throw settlementInProgress();
       throw error;
     });

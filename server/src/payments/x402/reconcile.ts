@@ -61,18 +61,20 @@ export async function reconcileX402Settlement(
   const authorization = await authorizationOfSettlement(store, settlement.id);
   // Opened, but its proof was never recorded, so it was never handed to a facilitator.
   if (!authorization) return fail(store, settlement.id, 'no payment proof was recorded');
+  // Judged against the treasury it was opened to pay, whatever the gateway is configured with now.
+  const treasury = settlement.payTo ?? chain.treasury;
   const receipt = settlement.txHash ? await receiptOf(chain, settlement.txHash) : undefined;
-  if (receipt && paysAuthorization(receipt, authorization, chain.treasury))
+  if (receipt && paysAuthorization(receipt, { ...authorization, treasury }))
     return confirm(store, settlement.id, receipt);
   // The nonce's state and the expiry read at one block: unused there and expired, it never can be used.
   const head = await chain.publicClient.getBlock({ blockTag: 'latest' });
   const expired = head.timestamp >= authorization.validBefore;
   if (await isNonceSpent(chain, authorization, head.number))
-    return settleFromSpentNonce(deps, settlement.id, authorization, expired);
+    return settleFromSpentNonce(deps, settlement.id, { ...authorization, treasury }, expired);
   if (expired) return fail(store, settlement.id, 'the payment authorization expired without being used');
   // The signed authorization is public in the reverted transaction and still valid: anyone can land it.
   if (receipt?.status === 'reverted') return 'pending';
-  return settlement.txHash ? resendIfLost(deps, settlement, authorization) : 'pending';
+  return settlement.txHash ? resendIfLost(deps, settlement, { ...authorization, treasury }) : 'pending';
 }
 
 /** Whether the token holds the authorization's nonce as used (or canceled) at `blockNumber`. */
@@ -98,7 +100,7 @@ function isNonceSpent(
 async function settleFromSpentNonce(
   deps: OutboxDeps,
   settlementId: string,
-  authorization: SeenAuthorization,
+  authorization: PayingAuthorization,
   expired: boolean,
 ): Promise<ReconcileOutcome> {
   const { store, chain } = deps;
@@ -111,8 +113,7 @@ async function settleFromSpentNonce(
   const [used] = await client.getLogs({ ...filter, event: authorizationUsed });
   if (used) {
     const receipt = await client.getTransactionReceipt({ hash: used.transactionHash });
-    if (paysAuthorization(receipt, authorization, chain.treasury))
-      return confirm(store, settlementId, receipt);
+    if (paysAuthorization(receipt, authorization)) return confirm(store, settlementId, receipt);
     return fail(
       store,
       settlementId,
@@ -132,16 +133,15 @@ async function settleFromSpentNonce(
   return fail(store, settlementId, "the payment authorization's nonce was spent by no transaction found");
 }
 
+/** An authorization and the treasury its settlement pays. */
+type PayingAuthorization = SeenAuthorization & { treasury: Address };
+
 /** The authorization's payment as a transaction must carry it to pay the settlement. */
-function paysAuthorization(
-  receipt: TransactionReceipt,
-  authorization: SeenAuthorization,
-  treasury: Address,
-): boolean {
+function paysAuthorization(receipt: TransactionReceipt, authorization: PayingAuthorization): boolean {
   return paysTreasury(receipt, {
     token: authorization.asset,
     payer: authorization.payer,
-    treasury,
+    treasury: authorization.treasury,
     amount: authorization.valueAtomic,
   });
 }
@@ -155,7 +155,7 @@ function paysAuthorization(
 async function resendIfLost(
   deps: OutboxDeps,
   settlement: Settlement,
-  authorization: SeenAuthorization,
+  authorization: PayingAuthorization,
 ): Promise<ReconcileOutcome> {
   const { store, chain } = deps;
   const settlementId = settlement.id;
@@ -178,11 +178,7 @@ async function resendIfLost(
     }
   }
   // One that reverted or paid nothing is judged by the next look, from the authorization's state.
-  if (
-    receipt === null ||
-    receipt === 'in-flight' ||
-    !paysAuthorization(receipt, authorization, chain.treasury)
-  )
+  if (receipt === null || receipt === 'in-flight' || !paysAuthorization(receipt, authorization))
     return 'pending';
   return confirm(store, settlementId, receipt);
 }

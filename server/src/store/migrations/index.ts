@@ -7,6 +7,7 @@ import * as claimedRecordsIndex from './0005-claimed-records-index.js';
 import * as replacedTransactions from './0006-replaced-transactions.js';
 import * as relayerSends from './0007-relayer-sends.js';
 import * as relayerNonces from './0008-relayer-nonces.js';
+import * as settlementPayee from './0009-settlement-payee.js';
 
 /**
  * Every migration of the store, applied in name order. To add one: a new file
@@ -21,4 +22,5 @@ export const migrations: Record<string, Migration> = {
   '0006-replaced-transactions': replacedTransactions,
   '0007-relayer-sends': relayerSends,
   '0008-relayer-nonces': relayerNonces,
+  '0009-settlement-payee': settlementPayee,
 };
