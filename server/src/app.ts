@@ -5,11 +5,12 @@ import { debtOf } from './billing/ledger.js';
 import { retryingRecorder } from './billing/retrying-recorder.js';
 import { createUsageRecorder } from './billing/usage-recorder.js';
 import { type Catalog, loadCatalog } from './catalog/catalog.js';
-import { ConfigError, type GatewayConfig } from './config.js';
+import { ConfigError, DEFAULT_REQUEST_TIMEOUT_MS, type GatewayConfig } from './config.js';
 import graphqlRoutes from './graphql/plugin.js';
 import authorizeRoute from './http/authorize-route.js';
 import chatRoute from './http/chat-route.js';
-import { installErrorHandling } from './http/error-handling.js';
+import { answerFrameworkError, clientErrorHandler, installErrorHandling } from './http/error-handling.js';
+import { ApiError } from './http/errors.js';
 import { StreamBuffers } from './http/event-stream.js';
 import { coreHealthChecks } from './http/health-checks.js';
 import healthRoute, { type DependencyCheck } from './http/health-route.js';
@@ -67,6 +68,11 @@ const LOG_FLUSH_MS = 200;
 const IDLE_CHECK_MS = 50;
 /** Past the shutdown deadline, how long the requests whose provider calls were cut have to end. */
 const CUT_GRACE_MS = 1_000;
+
+/** Node's own bound on receiving a request's headers, kept when REQUEST_TIMEOUT_MS is longer. */
+const NODE_HEADERS_TIMEOUT_MS = 60_000;
+/** The longest Node waits between two looks for requests past their timeout (its default: 30 s). */
+const MAX_TIMEOUT_CHECK_MS = 1_000;
 
 /** A caller's own trace id, kept beside ours in logs and echoed when it is a plain token. */
 const CLIENT_REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -167,6 +173,7 @@ export async function buildApp(
     store,
   };
 
+  const requestTimeoutMs = config.limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const app = Fastify({
     logger: {
       level: config.logLevel,
@@ -183,6 +190,22 @@ export async function buildApp(
       }),
     },
     bodyLimit: config.limits.bodyLimitBytes,
+    // A client that sends part of a request and stalls would hold its connection and buffered body
+    // forever (Fastify's default is no limit): past the timeout it gets 408 and is disconnected.
+    // Node counts it only while the request is being received, never while it is answered (a
+    // stream). Node bounds the headers by the shorter of its two timeouts and the whole request by
+    // the longer, so the headers' own (60 s) must not exceed it; and it looks for requests past
+    // their time every `connectionsCheckingInterval` (30 s by default, as long as the timeout).
+    requestTimeout: requestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(requestTimeoutMs, NODE_HEADERS_TIMEOUT_MS),
+      connectionsCheckingInterval: Math.min(MAX_TIMEOUT_CHECK_MS, Math.ceil(requestTimeoutMs / 10)),
+    },
+    clientErrorHandler: clientErrorHandler(timeOrderedId),
+    // A path that is not valid percent-encoding is refused before routing: in the envelope too.
+    frameworkErrors: answerFrameworkError,
+    // Requests arriving while closing get the envelope's 503 (the hook below), not Fastify's own body.
+    return503OnClosing: false,
     trustProxy: config.trustProxy,
     requestIdHeader: false,
     // The request id keys the usage record, so the gateway makes it; a client's own id would let
@@ -218,6 +241,7 @@ export async function buildApp(
   // hold the shutdown up. (Not by answering with `connection: close`: a pipelined request behind
   // that answer would lose its own.)
   const shutdownTimers: NodeJS.Timeout[] = [];
+  let closing = false;
   const closeRemainingConnections = () =>
     app.server.getConnections((error, open) => {
       if (error || open === 0) return;
@@ -234,6 +258,7 @@ export async function buildApp(
       );
   };
   app.addHook('preClose', async () => {
+    closing = true;
     shutdownTimers.push(
       setInterval(() => {
         if (!app.server.listening) app.server.closeIdleConnections();
@@ -276,6 +301,15 @@ export async function buildApp(
 
   installErrorHandling(app);
   installHttpMetrics(app, metrics);
+  // After the request id and the metrics' hooks, so that the refusal carries the one and is counted.
+  app.addHook('onRequest', (_request, _reply, done) => {
+    if (!closing) return done();
+    done(
+      new ApiError(503, 'service_unavailable', 'the gateway is shutting down; retry the request', {
+        headers: { 'retry-after': '1' },
+      }),
+    );
+  });
   await installJwt(app, config.jwtSecret);
   await installRateLimiting(app, {
     max: config.limits.rateLimitMax,

@@ -82,6 +82,12 @@ export interface ChainConfig {
 export interface LimitsConfig {
   /** Largest accepted request body, in bytes. */
   bodyLimitBytes: number;
+  /**
+   * Longest time to receive a whole request, headers and body (REQUEST_TIMEOUT_MS): a client
+   * stalling mid-request gets 408 and its connection closed. Answers (streams) are not bounded by
+   * it. Default DEFAULT_REQUEST_TIMEOUT_MS.
+   */
+  requestTimeoutMs?: number;
   /** Requests per window per caller (wallet once known, IP before). */
   rateLimitMax: number;
   rateLimitWindowMs: number;
@@ -193,6 +199,9 @@ const SECP256K1_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e
 /** The longest delay a Node.js timer takes (a longer one fires at once). */
 const MAX_TIMER_MS = 2_147_483_647;
 
+/** REQUEST_TIMEOUT_MS when unset: a 4 MiB body (BODY_LIMIT_BYTES) at 140 KB/s. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
 // Local chains (anvil, hardhat) mine every fraction of a second: polled often, a settlement
 // ends within a few milliseconds of its block. Elsewhere a quarter second: on Base's 2 s blocks,
 // eight block-number reads per settlement.
@@ -237,6 +246,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     },
     limits: {
       bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024),
+      requestTimeoutMs: read.integer('REQUEST_TIMEOUT_MS', DEFAULT_REQUEST_TIMEOUT_MS, 1000, MAX_TIMER_MS),
       rateLimitMax: read.integer('RATE_LIMIT_MAX', 600, 1),
       rateLimitWindowMs: read.integer('RATE_LIMIT_WINDOW_MS', 60_000, 1000, MAX_TIMER_MS),
       routeRateLimits: read.routeLimits('RATE_LIMITS'),

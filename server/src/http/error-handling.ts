@@ -1,4 +1,6 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SettlementStateError } from '../billing/settlements.js';
 import { isStoreUnavailable } from '../store/database.js';
 import { failure, servedPath } from './envelope.js';
@@ -14,12 +16,7 @@ interface SchemaIssue {
 
 /** One place turns every error into the envelope; routes throw, they never format errors. */
 export function installErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    const apiError = toApiError(error);
-    if (apiError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
-    else request.log.info({ code: apiError.code, message: apiError.message }, 'request refused');
-    return sendError(reply, request, apiError);
-  });
+  app.setErrorHandler(answerError);
   const allowedMethods = trackRoutes(app);
   app.setNotFoundHandler((request, reply) => {
     const path = servedPath(request.url);
@@ -40,6 +37,73 @@ export function installErrorHandling(app: FastifyInstance): void {
     );
   });
 }
+
+function answerError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  // The request's own stream failed while its body came (its client left, or stalled past
+  // REQUEST_TIMEOUT_MS): the client's doing, not a fault (its ECONNRESET is not the database's).
+  const apiError = error === request.raw.errored ? BODY_CUT_OFF() : toApiError(error);
+  if (apiError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+  else request.log.info({ code: apiError.code, message: apiError.message }, 'request refused');
+  return sendError(reply, request, apiError);
+}
+
+/**
+ * Fastify's `frameworkErrors`: a request refused before routing (a path that is not valid
+ * percent-encoding), which runs no hook, so the request id is set here.
+ */
+export function answerFrameworkError(
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  reply.header('x-request-id', request.id);
+  answerError(error, request, reply);
+}
+
+const BODY_CUT_OFF = () =>
+  new ApiError(400, 'validation_error', 'the connection closed before the body ended');
+
+/** What a connection that never made a whole request is told, by Node's error code. */
+const CLIENT_ERRORS: Record<string, () => ApiError> = {
+  ERR_HTTP_REQUEST_TIMEOUT: () =>
+    new ApiError(408, 'request_timeout', 'the request was not received in time; send it whole, faster'),
+  HPE_HEADER_OVERFLOW: () =>
+    new ApiError(431, 'payload_too_large', 'the request headers are larger than the gateway accepts'),
+};
+
+/**
+ * Fastify's `clientErrorHandler`: a connection's error before its request was whole (it stalled
+ * past REQUEST_TIMEOUT_MS, its headers overflowed, it is not HTTP). No request or reply exists
+ * (or none that can still answer), so the envelope is written on the socket, under a new request
+ * id, as Node would write its bare status line, and the connection is closed.
+ */
+export function clientErrorHandler(newRequestId: () => string) {
+  return function answerClientError(this: FastifyInstance, error: ConnectionError, socket: Socket): void {
+    // Reset by the client: nobody is left to answer.
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    const apiError =
+      CLIENT_ERRORS[error.code]?.() ?? new ApiError(400, 'validation_error', 'the request is not valid HTTP');
+    const id = newRequestId();
+    this.log.info({ reqId: id, code: apiError.code, err: error }, 'connection refused');
+    // As Node does: nothing is written into an answer that has begun (a pipelined request's).
+    const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+    if (socket.writable && !inFlight?.headersSent) {
+      const body = JSON.stringify(failure(apiError.toBody(), inFlight?.req?.url ?? ''));
+      socket.write(
+        `HTTP/1.1 ${apiError.statusCode} ${STATUS_TEXT[apiError.statusCode]}\r\n` +
+          `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+          `x-request-id: ${id}\r\nconnection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy(error);
+  };
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+};
 
 /** Remembers the routes as registered, so a known path asked with another method gets 405, not 404. */
 function trackRoutes(app: FastifyInstance): (path: string) => string[] {
@@ -81,6 +145,7 @@ const BY_FASTIFY_CODE: Record<string, [number, ErrorCode, string]> = {
   ],
   FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'invalid_json', 'the body is empty; send a JSON object'],
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'invalid_json', 'the body is not valid JSON'],
+  FST_ERR_BAD_URL: [400, 'validation_error', 'the path is not valid percent-encoding'],
 };
 
 function toApiError(error: FastifyError): ApiError {
@@ -126,6 +191,8 @@ function fromSchemaIssues(issues: SchemaIssue[], context: string | undefined): A
   if (!issue) return new ApiError(400, 'validation_error', 'the request is invalid');
   let field = toFieldPath(issue.instancePath);
   if (issue.keyword === 'required') field = joinField(field, String(issue.params.missingProperty));
+  if (issue.keyword === 'additionalProperties')
+    field = joinField(field, String(issue.params.additionalProperty));
   if (!field) field = context ?? 'body';
   return new ApiError(400, 'validation_error', `${field} ${describeIssue(issue)}`, { field });
 }
@@ -147,6 +214,8 @@ function describeIssue(issue: SchemaIssue): string {
   switch (issue.keyword) {
     case 'required':
       return 'is required';
+    case 'additionalProperties':
+      return 'is not a known field';
     case 'const':
       return `must be ${JSON.stringify(params.allowedValue)}`;
     case 'enum':

@@ -6,6 +6,7 @@ export type ErrorCode =
   | 'invalid_json'
   | 'unsupported_media_type'
   | 'payload_too_large'
+  | 'request_timeout'
   | 'unauthorized'
   | 'payment_required'
   | 'rate_limited'

@@ -9,7 +9,10 @@ import { ApiError } from './errors.js';
 export interface RateLimitOptions {
   max: number;
   windowMs: number;
-  /** Route path as registered (`/v1/models/*`) -> requests per window there, with its own counter. */
+  /**
+   * Route path as registered (`/v1/models/*`) -> requests per window there, with its own counter:
+   * one per path and caller, whatever the method (GET, its HEAD, POST count together).
+   */
   perRoute?: Readonly<Record<string, number>>;
   /** Shared store for several gateway instances (see `connectRateLimitStore`); in memory when absent. */
   redis?: Redis;
@@ -25,11 +28,15 @@ declare module 'fastify' {
 }
 
 const STORE_CONNECT_WAIT_MS = 1000;
+/** Callers whose counters one limit keeps in memory (without Redis): the plugin's own default. */
+const LOCAL_COUNTERS_PER_LIMIT = 5000;
 
 /**
  * Limits every route, keyed by wallet when the caller's credential identifies it and by IP before.
- * Routes without their own limit share one counter per caller; a route given a limit (by
- * `perRoute`, which wins, or its own `config.rateLimit`) counts apart. Runs first, before body parsing.
+ * Routes without their own limit share one counter per caller; a path given one by `perRoute`
+ * counts apart, all its methods together (the plugin's per-route `config.rateLimit` would count
+ * each method apart: GET, its automatic HEAD and POST would each get the whole limit). Runs
+ * first, before body parsing.
  */
 export async function installRateLimiting(app: FastifyInstance, options: RateLimitOptions): Promise<void> {
   app.decorateRequest('wallet', null);
@@ -46,19 +53,30 @@ export async function installRateLimiting(app: FastifyInstance, options: RateLim
       redis.disconnect();
     });
   }
-  applyPerRouteLimits(app, options.perRoute ?? {});
+  const perRoute = new Map(Object.entries(options.perRoute ?? {}));
+  checkPerRouteLimits(app, perRoute);
+  /** The configured path a request counts under, when its route has a limit of its own. */
+  const limitedPath = (request: FastifyRequest) => {
+    const path = request.routeOptions.url;
+    return path !== undefined && perRoute.has(path) ? path : undefined;
+  };
   await app.register(rateLimit, {
     global: true,
     hook: 'onRequest',
-    max: options.max,
+    max: (request) => perRoute.get(limitedPath(request) ?? '') ?? options.max,
     timeWindow: options.windowMs,
     redis,
     nameSpace: 'paygate-rl:',
+    // One store for every limit (their keys tell them apart): without Redis, room for as many callers per limit.
+    cache: LOCAL_COUNTERS_PER_LIMIT * (1 + perRoute.size),
     // An unreachable Redis must not refuse paying callers: requests go through unlimited meanwhile.
     skipOnError: true,
     keyGenerator: async (request: FastifyRequest) => {
       request.wallet ??= (await options.identify?.(request)) ?? null;
-      return request.wallet ?? request.ip;
+      const caller = request.wallet ?? request.ip;
+      const path = limitedPath(request);
+      // Never a shared counter's key: a wallet or an IP never starts with '/'.
+      return path === undefined ? caller : `${path} ${caller}`;
     },
     errorResponseBuilder: (_request, context) =>
       new ApiError(
@@ -82,18 +100,14 @@ export function connectRateLimitStore(url: string): Redis {
   return new Redis(url, { connectTimeout: 500, maxRetriesPerRequest: 1, enableOfflineQueue: false });
 }
 
-/** Must run before the plugin's own onRoute hook, which reads `config.rateLimit`. */
-function applyPerRouteLimits(app: FastifyInstance, perRoute: Readonly<Record<string, number>>): void {
+/** A configured path that names no route is a mistake: start-up stops. */
+function checkPerRouteLimits(app: FastifyInstance, perRoute: ReadonlyMap<string, number>): void {
   const routes = new Set<string>();
   app.addHook('onRoute', (route) => {
     routes.add(route.url);
-    const max = perRoute[route.url];
-    if (max === undefined) return;
-    const own = route.config?.rateLimit;
-    route.config = { ...route.config, rateLimit: { ...(typeof own === 'object' ? own : {}), max } };
   });
   app.addHook('onReady', async () => {
-    const unknown = Object.keys(perRoute).filter((path) => !routes.has(path));
+    const unknown = [...perRoute.keys()].filter((path) => !routes.has(path));
     if (unknown.length > 0)
       throw new ConfigError('RATE_LIMITS', `names no route of the gateway: ${unknown.join(', ')}`);
   });

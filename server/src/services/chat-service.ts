@@ -333,7 +333,19 @@ function counted(usage: MeteredUsage): boolean {
   return promptTokens(usage) + completionTokens(usage) > 0;
 }
 
-/** Provider failures as the client sees them: 502 (504 for timeouts) `provider_error`, or a 400. */
+/**
+ * Upstream statuses that refuse the request itself (too long a prompt, a bad image, the operator's
+ * key refused): the same request would be refused again. The rest of 4xx say "later" (timeout,
+ * conflict, rate limit).
+ */
+const retriesUseless = (status: number | undefined) =>
+  status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 409 && status !== 429;
+
+/**
+ * Provider failures as the client sees them: 502 (504 for timeouts) `provider_error`, or a 400.
+ * OpenAI's clients retry every 5xx twice, unless told `x-should-retry: false`: they are, when the
+ * provider refused the request itself, so that it is not sent to the provider three times.
+ */
 function providerFailure(
   error: unknown,
   model: CatalogModel,
@@ -359,6 +371,7 @@ function providerFailure(
           upstreamMessage: error.message,
           ...(billed && { billed }),
         },
+        ...(retriesUseless(status) && { headers: { 'x-should-retry': 'false' } }),
       },
     );
   }

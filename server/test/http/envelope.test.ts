@@ -178,6 +178,19 @@ describe('every refusal wears the envelope, never a 500', () => {
     expect(res.statusCode).toBe(200);
   });
 
+  test.each([
+    ['GET', '/v1/models/%ZZ'],
+    ['POST', '/v1/chat/completions%'],
+    ['GET', '/v1/models/%E0%A4%A'],
+  ] as const)(
+    '%s %s (not valid percent-encoding) is 400 validation_error with x-request-id',
+    async (method, url) => {
+      const { res, body } = await expectError({ method, url }, 400, 'validation_error');
+      expect(body.error.message).toBe('the path is not valid percent-encoding');
+      expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    },
+  );
+
   test('an unknown route is 404 not_found', async () => {
     const { body } = await expectError({ method: 'GET', url: '/v1/embeddings?x=1' }, 404, 'not_found');
     expect(body.error.message).toBe('no route for GET /v1/embeddings');
@@ -223,6 +236,33 @@ describe('every refusal wears the envelope, never a 500', () => {
       'payments_unavailable',
     );
     expect(res.headers['retry-after']).toBe('2');
+  });
+});
+
+describe('a property the schema does not know', () => {
+  const delegation = {
+    delegate: `0x${'11'.repeat(20)}`,
+    delegator: `0x${'22'.repeat(20)}`,
+    authority: `0x${'ff'.repeat(32)}`,
+    caveats: [{ enforcer: `0x${'33'.repeat(20)}`, terms: '0x' }],
+    salt: '0x1',
+  };
+
+  test.each([
+    ['nested', { chainId: 8453, delegation: { ...delegation, foo: 1 } }, 'delegation.foo'],
+    [
+      'in an array item',
+      { chainId: 8453, delegation: { ...delegation, caveats: [{ ...delegation.caveats[0], x: 1 }] } },
+      'delegation.caveats[0].x',
+    ],
+    ['at the top', { chainId: 8453, delegation, extra: true }, 'extra'],
+  ])('%s is named in the field and the message', async (_where, payload, field) => {
+    const { body } = await expectError(
+      { method: 'POST', url: '/v1/authorize', payload },
+      400,
+      'validation_error',
+    );
+    expect(body.error).toEqual({ code: 'validation_error', field, message: `${field} is not a known field` });
   });
 });
 

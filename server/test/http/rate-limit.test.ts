@@ -105,6 +105,61 @@ describe('per-route limits (RATE_LIMITS)', () => {
     expect(health.headers['x-ratelimit-remaining']).toBe('2');
   });
 
+  /** GET, its HEAD and POST of /graphql, listed with 2 requests a window, share one counter. */
+  async function expectOneCounterPerPath(app: FastifyInstance, ip: string) {
+    const send = (method: 'GET' | 'HEAD' | 'POST') =>
+      app.inject({
+        method,
+        url: method === 'POST' ? '/graphql' : '/graphql?query=%7B__typename%7D',
+        remoteAddress: ip,
+        ...(method === 'POST' && { payload: { query: '{ __typename }' } }),
+      });
+    const get = await send('GET');
+    expect(get.statusCode).not.toBe(429);
+    expect([get.headers['x-ratelimit-limit'], get.headers['x-ratelimit-remaining']]).toEqual(['2', '1']);
+    const post = await send('POST');
+    expect(post.statusCode).not.toBe(429);
+    expect(post.headers['x-ratelimit-remaining']).toBe('0');
+    for (const method of ['HEAD', 'POST', 'GET'] as const) {
+      const limited = await send(method);
+      expect(limited.statusCode, method).toBe(429);
+      expect(limited.headers['x-ratelimit-limit']).toBe('2');
+    }
+    // Unlisted routes keep the shared default counter, untouched by those.
+    const health = await app.inject({ method: 'GET', url: '/health', remoteAddress: ip });
+    expect(health.statusCode).toBe(200);
+    expect([health.headers['x-ratelimit-limit'], health.headers['x-ratelimit-remaining']]).toEqual([
+      '100',
+      '99',
+    ]);
+  }
+
+  test('a listed path has one counter for all its methods: GET, its HEAD and POST together', async () => {
+    const app = await gateway({ rateLimitMax: 100, routeRateLimits: { '/graphql': 2 } });
+    await expectOneCounterPerPath(app, '10.0.0.7');
+  });
+
+  test.skipIf(!process.env.REDIS_URL)('so it has in Redis (needs REDIS_URL)', async () => {
+    const app = await buildApp(
+      testConfig({
+        redisUrl: process.env.REDIS_URL,
+        limits: {
+          rateLimitMax: 100,
+          rateLimitWindowMs: WINDOW_MS,
+          routeRateLimits: { '/graphql': 2 } as Record<string, number>,
+        } as GatewayConfig['limits'],
+      }),
+      { checks: [] },
+    );
+    apps.push(app);
+    await app.ready();
+    // A fresh caller: Redis keeps counters between runs.
+    await expectOneCounterPerPath(
+      app,
+      `10.${[0, 0, 0].map(() => Math.floor(Math.random() * 250) + 1).join('.')}`,
+    );
+  });
+
   test('a wildcard route is named as registered', async () => {
     const app = await gateway({ rateLimitMax: 100, routeRateLimits: { '/v1/models/*': 1 } });
     expect((await get(app, '/v1/models/anthropic/claude-sonnet-4.5')).statusCode).toBe(200);

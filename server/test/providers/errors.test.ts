@@ -1,5 +1,4 @@
-import type OpenAI from 'openai';
-import { APIError } from 'openai';
+import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { ApiError } from '../../src/http/errors.js';
@@ -13,15 +12,6 @@ const UPSTREAM_TIMEOUT_MS = 1000;
 const COMPLETION_TIMEOUT_MS = 4000;
 const HEARTBEAT_MS = 300;
 const hi = [{ role: 'user' as const, content: 'Hi' }];
-/** What a broken Anthropic stream is billed for when its message_start said 40 input tokens. */
-const MESSAGE_START_USAGE = {
-  inputTokens: 40,
-  cacheReadTokens: 0,
-  cacheWriteTokens: 0,
-  outputTokens: 1,
-  reasoningTokens: 0,
-  exact: false,
-};
 
 let h: Harness;
 beforeAll(async () => {
@@ -168,6 +158,52 @@ describe('upstream failures before the answer began', () => {
     expect(error.status).toBe(402);
     expect(error.code).toBe('payment_required');
     expect(h.anthropic.log.length).toBe(before);
+  });
+});
+
+describe('what the openai clients retry (each 5xx twice, by default)', () => {
+  /** The official client as users build it: default retries (2). */
+  const retrying = () => new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'unused-by-the-doubles' });
+
+  test.each([
+    [400, 'prompt is too long: 210000 tokens > 200000 maximum'],
+    [401, 'invalid x-api-key'],
+    [413, 'Request exceeds the maximum allowed number of bytes.'],
+  ])(
+    'an upstream %i refusing the request itself is sent to the provider once: 502 with x-should-retry: false',
+    async (status, message) => {
+      // Scripted once: a retry would get the simulator's default answer, and succeed.
+      h.anthropic.script({ httpError: { status, message } });
+      const before = h.anthropic.log.length;
+      const error = await failure(retrying().chat.completions.create({ model: CLAUDE, messages: hi }));
+      expect(error.status).toBe(502);
+      expect(error.headers?.get('x-should-retry')).toBe('false');
+      expect(error.error).toMatchObject({ code: 'provider_error', details: { upstreamStatus: status } });
+      expect(h.anthropic.log.length - before).toBe(1);
+    },
+  );
+
+  test('a stream request refused the same way is not retried either', async () => {
+    h.gemini.script({ httpError: { status: 400, message: 'Unable to process input image.' } });
+    const before = h.gemini.log.length;
+    const error = await failure(
+      retrying().chat.completions.create({ model: GEMINI, messages: hi, stream: true }),
+    );
+    expect(error.status).toBe(502);
+    expect(error.headers?.get('x-should-retry')).toBe('false');
+    expect(h.gemini.log.length - before).toBe(1);
+  });
+
+  test.each([
+    [429, 'rate limited'],
+    [408, 'request timeout'],
+    [529, 'Overloaded'],
+  ])('an upstream %i (try again later) is still retried: the retry succeeds', async (status, message) => {
+    h.anthropic.script({ httpError: { status, message } });
+    const before = h.anthropic.log.length;
+    const answer = await retrying().chat.completions.create({ model: CLAUDE, messages: hi });
+    expect(answer.choices[0]?.message.content).toContain('echo:');
+    expect(h.anthropic.log.length - before).toBe(2);
   });
 });
 
