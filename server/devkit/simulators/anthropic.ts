@@ -90,8 +90,81 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
   if (!Array.isArray(body.messages)) return { status: 400, message: 'messages: Field required' };
   if (!Number.isInteger(body.max_tokens)) return { status: 400, message: 'max_tokens: Field required' };
   return (
-    toolResultsAfterOtherContent(body.messages) ?? emptyTextOf(body.messages) ?? untypedToolOf(body.tools)
+    unknownFieldOf(body) ??
+    toolResultsAfterOtherContent(body.messages) ??
+    emptyTextOf(body.messages) ??
+    untypedToolOf(body.tools) ??
+    outputFormatRefusal(body.output_config)
   );
+}
+
+/**
+ * The top-level fields of the Messages API (without beta headers): any other is refused, as the
+ * beta's `output_format` is since structured outputs moved to `output_config.format`.
+ */
+const MESSAGES_FIELDS = new Set([
+  'model',
+  'messages',
+  'max_tokens',
+  'system',
+  'metadata',
+  'stop_sequences',
+  'stream',
+  'temperature',
+  'top_p',
+  'top_k',
+  'tools',
+  'tool_choice',
+  'thinking',
+  'output_config',
+  'service_tier',
+  'container',
+  'context_management',
+  'mcp_servers',
+]);
+
+function unknownFieldOf(body: Record<string, unknown>): ScriptedHttpError | undefined {
+  const field = Object.keys(body).find((key) => !MESSAGES_FIELDS.has(key));
+  return field === undefined
+    ? undefined
+    : { status: 400, message: `${field}: Extra inputs are not permitted` };
+}
+
+/**
+ * Structured outputs: `output_config.format` is `{type: "json_schema", schema}`, and every object of
+ * the schema must say `additionalProperties: false` (checked here through `properties`, `items`,
+ * `anyOf`, `allOf` and `$defs`, where schemas usually nest).
+ */
+function outputFormatRefusal(config: unknown): ScriptedHttpError | undefined {
+  if (config === undefined) return undefined;
+  const format = (config as { format?: { type?: unknown; schema?: unknown } } | null)?.format;
+  if (format == null) return undefined;
+  if (format.type !== 'json_schema')
+    return { status: 400, message: "output_config.format.type: Input should be 'json_schema'" };
+  if (typeof format.schema !== 'object' || format.schema === null || Array.isArray(format.schema))
+    return { status: 400, message: 'output_config.format.schema: Field required' };
+  return openObjectOf(format.schema)
+    ? {
+        status: 400,
+        message:
+          "output_config.format.schema: For 'object' type, 'additionalProperties' must be explicitly set to false",
+      }
+    : undefined;
+}
+
+/** Whether some object schema in `schema` lacks `additionalProperties: false`. */
+function openObjectOf(schema: unknown): boolean {
+  if (typeof schema !== 'object' || schema === null) return false;
+  const node = schema as Record<string, unknown>;
+  const types = [node.type].flat();
+  if ((types.includes('object') || node.properties !== undefined) && node.additionalProperties !== false)
+    return true;
+  const children = [
+    ...Object.values((node.properties as object | undefined) ?? {}),
+    ...Object.values((node.$defs as object | undefined) ?? {}),
+    ...[node.items, node.anyOf, node.allOf].flat(),
+  ];
+  return children.some(openObjectOf);
 }
 
 /** Anthropic refuses an empty text block, a tool result's included (its string content is one). */

@@ -60,6 +60,8 @@ type Part =
 
 /** Models that sign their function calls and require the signatures back (Gemini 3). */
 const SIGNING_MODEL = /^gemini-3/;
+/** Models that take a JSON response type beside function calling (Gemini 3; 2.5 refuses it). */
+const JSON_WITH_FUNCTIONS_MODEL = /^gemini-3/;
 /** What Google documents as accepted in place of a signature, for histories Gemini did not write. */
 const SIGNATURE_PLACEHOLDERS = new Set([
   'skip_thought_signature_validator',
@@ -75,6 +77,7 @@ export function startGeminiSimulator(options: SimulatorOptions = {}): Promise<Si
     const modelName = decodeURIComponent(model);
     const refusal =
       refusalOf(exchange.request, endpoint !== null, url) ??
+      responseTypeRefusal(exchange.request.body, modelName) ??
       (SIGNING_MODEL.test(modelName) ? unsignedCallOf(exchange.request.body, signatures) : undefined);
     if (refusal) return exchange.json(refusal.status, errorBody(refusal));
     const body = exchange.request.body;
@@ -121,6 +124,41 @@ function int32OutOfRange(config: Record<string, unknown> | undefined): ScriptedH
     if (typeof value === 'number' && (value < -(2 ** 31) || value > 2 ** 31 - 1))
       return { status: 400, message: `Invalid value at 'generation_config.${name}' (TYPE_INT32), ${value}` };
   }
+  return undefined;
+}
+
+/**
+ * JSON responses: a response schema (`responseJsonSchema`, or the older OpenAPI-subset
+ * `responseSchema`, not both) needs `responseMimeType: application/json` (these two messages are
+ * the simulator's words); and models before Gemini 3 refuse that response type beside function
+ * declarations (that message is Gemini 2.5's own).
+ */
+// biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+function responseTypeRefusal(body: any, model: string): ScriptedHttpError | undefined {
+  const config = body.generationConfig ?? {};
+  if (config.responseJsonSchema !== undefined && config.responseSchema !== undefined)
+    return {
+      status: 400,
+      message: 'responseJsonSchema and responseSchema cannot both be set: response_schema must be omitted',
+    };
+  const hasSchema = config.responseJsonSchema !== undefined || config.responseSchema !== undefined;
+  if (hasSchema && config.responseMimeType !== 'application/json')
+    return {
+      status: 400,
+      message: 'a response schema requires responseMimeType to be set to application/json',
+    };
+  const declaresFunctions = (body.tools ?? []).some(
+    (tool: { functionDeclarations?: unknown[] }) => (tool.functionDeclarations ?? []).length > 0,
+  );
+  if (
+    declaresFunctions &&
+    config.responseMimeType === 'application/json' &&
+    !JSON_WITH_FUNCTIONS_MODEL.test(model)
+  )
+    return {
+      status: 400,
+      message: "Function calling with a response mime type: 'application/json' is unsupported",
+    };
   return undefined;
 }
 

@@ -4,7 +4,8 @@ import { ApiError, validationError } from './errors.js';
 
 /**
  * Rules of the chat request that JSON Schema cannot express well: which fields each role needs,
- * tool references, the token budget, and the model. Runs after schema validation.
+ * tool references, how deep the schemas given nest, the token budget, and the model. Runs after
+ * schema validation.
  */
 export function resolveChatRequest(
   request: ChatRequest,
@@ -14,6 +15,7 @@ export function resolveChatRequest(
   request.messages.forEach(checkMessage);
   checkToolResults(request.messages);
   checkTools(request);
+  checkResponseFormat(request);
   const modelId = request.model ?? defaultModel;
   const model = catalog.find(modelId);
   if (!model) {
@@ -71,8 +73,9 @@ function checkToolResults(messages: ChatMessage[]): void {
 }
 
 /**
- * Tool parameters are forwarded as given: nesting deep enough to overflow the serializer's stack
- * would fail the upstream call, so it is refused here (no real JSON Schema nests this deep).
+ * Tool parameters and a response format's schema are forwarded as given: nesting deep enough to
+ * overflow the serializer's stack would fail the upstream call, so it is refused here (no real JSON
+ * Schema nests this deep).
  */
 const MAX_PARAMETERS_DEPTH = 64;
 
@@ -93,6 +96,15 @@ function checkTools(request: ChatRequest): void {
   if (names.size === 0) throw validationError('tool_choice', 'needs tools to choose from');
   if (typeof choice === 'object' && !names.has(choice.function.name))
     throw validationError('tool_choice.function.name', `"${choice.function.name}" is not one of the tools`);
+}
+
+function checkResponseFormat(request: ChatRequest): void {
+  const format = request.response_format;
+  if (format?.type === 'json_schema' && nestingExceeds(format.json_schema.schema, MAX_PARAMETERS_DEPTH))
+    throw validationError(
+      'response_format.json_schema.schema',
+      `must nest at most ${MAX_PARAMETERS_DEPTH} levels deep`,
+    );
 }
 
 /** Whether `value` nests deeper than `limit` arrays/objects; iterative, so any depth is safe to check. */

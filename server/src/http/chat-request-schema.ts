@@ -74,6 +74,13 @@ const message = {
   },
 };
 
+/** OpenAI's rule for the names of tools and response formats. */
+const openAIName = {
+  type: 'string',
+  pattern: '^[a-zA-Z0-9_-]{1,64}$',
+  description: 'must be 1 to 64 letters, digits, underscores or dashes',
+};
+
 const functionTool = {
   type: 'object',
   required: ['type', 'function'],
@@ -83,11 +90,7 @@ const functionTool = {
       type: 'object',
       required: ['name'],
       properties: {
-        name: {
-          type: 'string',
-          pattern: '^[a-zA-Z0-9_-]{1,64}$',
-          description: 'must be 1 to 64 letters, digits, underscores or dashes',
-        },
+        name: openAIName,
         description: { type: 'string' },
         parameters: { type: 'object' },
         strict: { type: ['boolean', 'null'] },
@@ -116,6 +119,36 @@ const toolChoice = {
   ],
 };
 
+/** What `type: "json_schema"` (Structured Outputs) adds to a response format. */
+const jsonSchemaFormat = {
+  type: 'object',
+  required: ['json_schema'],
+  properties: {
+    json_schema: {
+      type: 'object',
+      required: ['name'],
+      properties: {
+        name: openAIName,
+        description: { type: 'string' },
+        schema: { type: 'object' },
+        strict: { type: ['boolean', 'null'] },
+      },
+    },
+  },
+};
+
+const responseFormat = nullable({
+  type: 'object',
+  required: ['type'],
+  properties: { type: { type: 'string', enum: ['text', 'json_object', 'json_schema'] } },
+  allOf: [
+    {
+      if: { type: 'object', required: ['type'], properties: { type: { const: 'json_schema' } } },
+      then: jsonSchemaFormat,
+    },
+  ],
+});
+
 const stop = {
   description: 'must be a string or an array of at most 4 strings',
   anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, maxItems: 4 }, { type: 'null' }],
@@ -143,11 +176,7 @@ export const chatRequestSchema = {
       description: 'must be 1: the gateway returns one choice per request',
     }),
     stop,
-    response_format: nullable({
-      type: 'object',
-      required: ['type'],
-      properties: { type: { type: 'string', enum: ['text', 'json_object'] } },
-    }),
+    response_format: responseFormat,
     tools: nullable({ type: 'array', items: functionTool }),
     tool_choice: toolChoice,
     parallel_tool_calls: nullable({ type: 'boolean' }),

@@ -4,6 +4,11 @@
  * Choices the OpenAI shape leaves open:
  * - `response_format: json_object` becomes a system instruction, not an assistant prefill: a
  *   prefill is refused with extended thinking and would have to be glued back onto the answer.
+ * - `response_format: json_schema` (Structured Outputs) goes as Anthropic's own structured outputs,
+ *   `output_config.format` (generally available, no beta header), with the schema as given: one
+ *   Anthropic does not support (an object without `additionalProperties: false`, say) is refused by
+ *   Anthropic, and that refusal reported as any other. The JSON comes back as text. A format
+ *   without `schema` is JSON mode.
  * - `temperature` is capped at 1 (Anthropic's range is 0..1, OpenAI's 0..2); when both
  *   `temperature` and `top_p` are given only `temperature` is sent (recent Claude models refuse both).
  * - Penalties and `seed` have no Anthropic equivalent and are dropped without error, as are stop
@@ -86,7 +91,9 @@ export function anthropicRequestBody(
   stream: boolean,
 ): ProviderRequest['body'] {
   const { system, messages } = anthropicMessages(request.messages);
-  if (request.response_format?.type === 'json_object')
+  const format = request.response_format;
+  const schema = format?.type === 'json_schema' ? format.json_schema.schema : undefined;
+  if (format?.type === 'json_object' || (format?.type === 'json_schema' && schema === undefined))
     system.push({ type: 'text', text: JSON_MODE_INSTRUCTION });
   const stop = [request.stop ?? []].flat().filter((sequence) => sequence.trim() !== '');
   const tools = request.tools ?? [];
@@ -107,6 +114,7 @@ export function anthropicRequestBody(
       })),
       tool_choice: anthropicToolChoice(request.tool_choice ?? 'auto', request.parallel_tool_calls === false),
     }),
+    ...(schema !== undefined && { output_config: { format: { type: 'json_schema', schema } } }),
     ...(request.user && { metadata: { user_id: request.user } }),
     ...(stream && { stream: true }),
   };

@@ -5,7 +5,12 @@
  *   `call_...` ids and, when the client sends results back, finds each call's function name
  *   through the id in the earlier assistant message.
  * - Tool parameters go out as `parametersJsonSchema`, which takes JSON Schema as OpenAI clients
- *   write it (the older `parameters` accepts only an OpenAPI subset).
+ *   write it (the older `parameters` accepts only an OpenAPI subset); likewise the schema of a
+ *   `json_schema` response format goes out as `responseJsonSchema`, not `responseSchema`.
+ * - JSON mode and `json_schema` formats are `responseMimeType: application/json` (with the schema),
+ *   except beside tools: Gemini 2.5 refuses its JSON response type with function calling ("Function
+ *   calling with a response mime type: 'application/json' is unsupported"), so they are then a
+ *   system instruction, the schema written into it.
  * - `max_tokens` defaults to the catalog's `defaultMaxTokens`, so the cost of a request stays bounded.
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
  *   implies; data URLs go as `inlineData`.
@@ -92,16 +97,22 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
   const { systemInstruction, contents } = geminiContents(request.messages);
   const stop = [request.stop ?? []].flat().filter((sequence) => sequence !== '');
   const tools = request.tools ?? [];
+  const format = request.response_format;
+  const jsonMode = format?.type === 'json_object' || format?.type === 'json_schema';
+  const schema = format?.type === 'json_schema' ? format.json_schema.schema : undefined;
   // Gemini 2.5 refuses a JSON response type beside function calling: JSON mode is then an instruction.
-  const jsonMode = request.response_format?.type === 'json_object';
-  if (jsonMode && tools.length > 0) systemInstruction.parts.push({ text: JSON_MODE_INSTRUCTION });
+  if (jsonMode && tools.length > 0) systemInstruction.parts.push({ text: jsonModeInstruction(schema) });
   const generationConfig = {
     maxOutputTokens: request.max_completion_tokens ?? request.max_tokens ?? model.defaultMaxTokens,
     ...(request.temperature != null && { temperature: request.temperature }),
     ...(request.top_p != null && { topP: request.top_p }),
     ...(request.top_k != null && { topK: int32(request.top_k, 'top_k') }),
     ...(stop.length > 0 && { stopSequences: stop }),
-    ...(jsonMode && tools.length === 0 && { responseMimeType: 'application/json' }),
+    ...(jsonMode &&
+      tools.length === 0 && {
+        responseMimeType: 'application/json',
+        ...(schema !== undefined && { responseJsonSchema: schema }),
+      }),
     ...(request.seed != null && { seed: int32(request.seed, 'seed') }),
   };
   return {
@@ -121,6 +132,12 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
       toolConfig: { functionCallingConfig: geminiFunctionCalling(request.tool_choice ?? 'auto') },
     }),
   };
+}
+
+/** JSON mode said in words, for requests where Gemini cannot be given a JSON response type. */
+function jsonModeInstruction(schema: Record<string, unknown> | undefined): string {
+  if (schema === undefined) return JSON_MODE_INSTRUCTION;
+  return `${JSON_MODE_INSTRUCTION} The object must be valid against this JSON Schema: ${JSON.stringify(schema)}`;
 }
 
 /** `value` if Gemini takes it as an int32. */

@@ -46,6 +46,19 @@ export interface FunctionTool {
   function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
 }
 
+/** OpenAI's Structured Outputs: the answer is JSON that `schema` (a JSON Schema) describes. */
+export interface JsonSchemaFormat {
+  name: string;
+  description?: string;
+  schema?: Record<string, unknown>;
+  strict?: boolean | null;
+}
+
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: JsonSchemaFormat };
+
 export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
 
 export interface ChatRequest {
@@ -61,7 +74,7 @@ export interface ChatRequest {
   max_tokens?: number | null;
   max_completion_tokens?: number | null;
   stop?: string | string[] | null;
-  response_format?: { type: 'text' | 'json_object' } | null;
+  response_format?: ResponseFormat | null;
   tools?: FunctionTool[] | null;
   tool_choice?: ToolChoice | null;
   parallel_tool_calls?: boolean | null;

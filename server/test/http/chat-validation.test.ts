@@ -11,6 +11,28 @@ afterAll(() => app.close());
 const user = { role: 'user', content: 'hi' };
 const tool = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } };
 const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{}' } };
+/** A Structured Outputs response format, as `zodResponseFormat` and pydantic models make them. */
+const jsonSchema = {
+  name: 'weather_report',
+  description: 'The weather of a city',
+  schema: {
+    type: 'object',
+    properties: { city: { type: 'string' }, celsius: { type: 'number' } },
+    required: ['city', 'celsius'],
+    additionalProperties: false,
+  },
+  strict: true,
+};
+const withJsonSchema = (fields: Record<string, unknown>) => ({
+  type: 'json_schema',
+  json_schema: { ...jsonSchema, ...fields },
+});
+/** An object `levels` levels deep, itself counted: `nested(2)` is `{x: {}}`. */
+const nested = (levels: number) => {
+  let value: Record<string, unknown> = {};
+  for (let i = 1; i < levels; i++) value = { x: value };
+  return value;
+};
 const toolTurn = [
   user,
   { role: 'assistant', content: null, tool_calls: [call] },
@@ -51,6 +73,22 @@ describe('accepted just inside each bound', () => {
     ['stop null', withUser({ stop: null })],
     ['response_format text', withUser({ response_format: { type: 'text' } })],
     ['response_format json_object', withUser({ response_format: { type: 'json_object' } })],
+    [
+      'response_format json_schema (Structured Outputs)',
+      withUser({ response_format: { type: 'json_schema', json_schema: jsonSchema } }),
+    ],
+    [
+      'response_format json_schema with a name only, strict null',
+      withUser({ response_format: { type: 'json_schema', json_schema: { name: 'x', strict: null } } }),
+    ],
+    [
+      'response_format json_schema named with 64 characters, dashes and underscores',
+      withUser({ response_format: withJsonSchema({ name: `A-b_9${'x'.repeat(59)}` }) }),
+    ],
+    [
+      'response_format json_schema nested 64 levels deep',
+      withUser({ response_format: withJsonSchema({ schema: nested(64) }) }),
+    ],
     [
       "OpenAI's reasoning and caching fields",
       withUser({
@@ -133,6 +171,12 @@ describe('accepted just inside each bound', () => {
     expect(res.body.served).toBe('google/gemini-2.5-flash');
   });
 
+  test('a json_schema response format reaches the handler as given', async () => {
+    const format = { type: 'json_schema', json_schema: jsonSchema };
+    const res = await post(withUser({ response_format: format }));
+    expect(res.body.request.response_format).toEqual(format);
+  });
+
   test('unknown fields reach the handler untouched (ignored, not stripped or refused)', async () => {
     const res = await post(withUser({ logprobs: false, metadata: { tag: 'x' } }));
     expect(res.body.request).toMatchObject({ logprobs: false, metadata: { tag: 'x' } });
@@ -170,9 +214,64 @@ describe('refused just outside each bound, naming the field', () => {
     ['stop with a number inside', withUser({ stop: ['a', 1] }), 'stop'],
     ['stop as a number', withUser({ stop: 3 }), 'stop'],
     [
-      'response_format json_schema',
+      'response_format json_schema without json_schema',
       withUser({ response_format: { type: 'json_schema' } }),
-      'response_format.type',
+      'response_format.json_schema',
+    ],
+    [
+      'response_format json_schema not an object',
+      withUser({ response_format: { type: 'json_schema', json_schema: 'weather_report' } }),
+      'response_format.json_schema',
+    ],
+    [
+      'response_format json_schema without name',
+      withUser({ response_format: { type: 'json_schema', json_schema: { schema: jsonSchema.schema } } }),
+      'response_format.json_schema.name',
+    ],
+    [
+      'response_format json_schema with an empty name',
+      withUser({ response_format: withJsonSchema({ name: '' }) }),
+      'response_format.json_schema.name',
+    ],
+    [
+      'response_format json_schema with a name with a space',
+      withUser({ response_format: withJsonSchema({ name: 'weather report' }) }),
+      'response_format.json_schema.name',
+    ],
+    [
+      'response_format json_schema with a name of 65 characters',
+      withUser({ response_format: withJsonSchema({ name: 'x'.repeat(65) }) }),
+      'response_format.json_schema.name',
+    ],
+    [
+      'response_format json_schema with a name that is not a string',
+      withUser({ response_format: withJsonSchema({ name: 7 }) }),
+      'response_format.json_schema.name',
+    ],
+    [
+      'response_format json_schema with a schema that is a string',
+      withUser({ response_format: withJsonSchema({ schema: '{"type":"object"}' }) }),
+      'response_format.json_schema.schema',
+    ],
+    [
+      'response_format json_schema with a schema that is an array',
+      withUser({ response_format: withJsonSchema({ schema: [{ type: 'object' }] }) }),
+      'response_format.json_schema.schema',
+    ],
+    [
+      'response_format json_schema with strict a string',
+      withUser({ response_format: withJsonSchema({ strict: 'true' }) }),
+      'response_format.json_schema.strict',
+    ],
+    [
+      'response_format json_schema with a description that is not a string',
+      withUser({ response_format: withJsonSchema({ description: ['weather'] }) }),
+      'response_format.json_schema.description',
+    ],
+    [
+      'response_format json_schema nested more than 64 levels deep',
+      withUser({ response_format: withJsonSchema({ schema: nested(65) }) }),
+      'response_format.json_schema.schema',
     ],
     ['response_format without type', withUser({ response_format: {} }), 'response_format.type'],
     ['response_format as a string', withUser({ response_format: 'json' }), 'response_format'],

@@ -492,3 +492,97 @@ describe('Anthropic behind /v1/chat/completions', () => {
     });
   });
 });
+
+describe('Structured Outputs (response_format json_schema) on Anthropic', () => {
+  const report = { city: 'Oslo', celsius: -3 };
+  const weatherReport = {
+    name: 'weather_report',
+    description: 'The weather of a city',
+    strict: true,
+    schema: {
+      type: 'object',
+      properties: { city: { type: 'string' }, celsius: { type: 'number' } },
+      required: ['city', 'celsius'],
+      additionalProperties: false,
+    },
+  };
+
+  test("the schema goes as output_config.format (no beta header, no instruction); the JSON text comes back, and the openai client's parse() reads it", async () => {
+    h.anthropic.script({ text: JSON.stringify(report), usage: { input_tokens: 20, output_tokens: 9 } });
+    const answer = await h.client.chat.completions.parse({
+      model: MODEL,
+      messages: [
+        { role: 'system', content: 'Report the weather.' },
+        { role: 'user', content: 'Oslo?' },
+      ],
+      response_format: { type: 'json_schema', json_schema: weatherReport },
+    });
+    expect(answer.choices[0]!.message.parsed).toEqual(report);
+    expect(answer.choices[0]!.message.content).toBe('{"city":"Oslo","celsius":-3}');
+    expect(answer.choices[0]!.finish_reason).toBe('stop');
+    const sent = lastSent();
+    expect(sent.headers).not.toHaveProperty('anthropic-beta');
+    expect(sent.body).toEqual({
+      model: 'claude-sonnet-4-5',
+      max_tokens: 4096,
+      system: [{ type: 'text', text: 'Report the weather.' }],
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Oslo?' }] }],
+      output_config: { format: { type: 'json_schema', schema: weatherReport.schema } },
+    });
+    expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 20, outputTokens: 9, exact: true });
+  });
+
+  test('beside tools, streamed: output_config.format still goes (Anthropic takes both), the JSON streams as content', async () => {
+    h.anthropic.script({ text: ['{"city":', '"Oslo",', '"celsius":-3}'] });
+    const stream = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Oslo?' }],
+      response_format: { type: 'json_schema', json_schema: weatherReport },
+      tools: [weatherTool],
+      stream: true,
+    });
+    const chunks = await collect(stream);
+    const text = chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('');
+    expect(JSON.parse(text)).toEqual(report);
+    const body = lastSent().body;
+    expect(body.output_config).toEqual({ format: { type: 'json_schema', schema: weatherReport.schema } });
+    expect(body.tools).toHaveLength(1);
+    expect(body).not.toHaveProperty('system');
+  });
+
+  test('a json_schema format without a schema is JSON mode: the system instruction, no output_config', async () => {
+    h.anthropic.script({ text: '{"ok":true}' });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Say ok.' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'anything' } },
+    });
+    expect(answer.choices[0]!.message.content).toBe('{"ok":true}');
+    expect(lastSent().body.system).toEqual([{ type: 'text', text: JSON_MODE_INSTRUCTION }]);
+    expect(lastSent().body).not.toHaveProperty('output_config');
+  });
+
+  test('a schema Anthropic refuses (an object without additionalProperties: false) is sent as given, and its refusal is a 502 naming it; nothing billed', async () => {
+    const open = { type: 'object', properties: { city: { type: 'string' } } };
+    const error = await h.client.chat.completions
+      .create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Oslo?' }],
+        response_format: { type: 'json_schema', json_schema: { name: 'city', schema: open } },
+      })
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      status: 502,
+      error: {
+        code: 'provider_error',
+        details: {
+          upstreamStatus: 400,
+          upstreamMessage: expect.stringContaining("'additionalProperties' must be explicitly set to false"),
+        },
+      },
+    });
+    expect(lastSent().body.output_config).toEqual({ format: { type: 'json_schema', schema: open } });
+    expect(h.recorder.entries).toHaveLength(0);
+    expect(h.gate.released).toBe(h.gate.admitted.length);
+  });
+});

@@ -503,3 +503,78 @@ describe('Gemini 3 thought signatures', () => {
     });
   });
 });
+
+describe('Structured Outputs (response_format json_schema) on Gemini', () => {
+  const report = { city: 'Oslo', celsius: -3 };
+  const weatherReport = {
+    name: 'weather_report',
+    description: 'The weather of a city',
+    strict: true,
+    schema: {
+      type: 'object',
+      properties: { city: { type: 'string' }, celsius: { type: 'number' } },
+      required: ['city', 'celsius'],
+      additionalProperties: false,
+    },
+  };
+
+  test("the schema goes as responseJsonSchema with the JSON response type; the openai client's parse() reads the answer", async () => {
+    h.gemini.script({ text: JSON.stringify(report) });
+    const answer = await h.client.chat.completions.parse({
+      model: MODEL,
+      messages: [
+        { role: 'system', content: 'Report the weather.' },
+        { role: 'user', content: 'Oslo?' },
+      ],
+      response_format: { type: 'json_schema', json_schema: weatherReport },
+      max_tokens: 100,
+    });
+    expect(answer.choices[0]!.message.parsed).toEqual(report);
+    expect(answer.choices[0]!.finish_reason).toBe('stop');
+    const sent = lastSent().body;
+    expect(sent.generationConfig).toEqual({
+      maxOutputTokens: 100,
+      responseMimeType: 'application/json',
+      responseJsonSchema: weatherReport.schema,
+    });
+    expect(sent.systemInstruction).toEqual({ parts: [{ text: 'Report the weather.' }] });
+  });
+
+  test('beside tools (Gemini 2.5 refuses its JSON response type with function calling): a system instruction carrying the schema', async () => {
+    h.gemini.script({ text: ['{"city":"Oslo",', '"celsius":-3}'] });
+    const stream = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Oslo?' },
+      ],
+      response_format: { type: 'json_schema', json_schema: weatherReport },
+      tools: [weatherTool],
+      stream: true,
+    });
+    const chunks = await collect(stream);
+    expect(JSON.parse(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join(''))).toEqual(report);
+    const sent = lastSent().body;
+    expect(sent.generationConfig).not.toHaveProperty('responseMimeType');
+    expect(sent.generationConfig).not.toHaveProperty('responseJsonSchema');
+    expect(sent.systemInstruction.parts).toHaveLength(2);
+    expect(sent.systemInstruction.parts[0]).toEqual({ text: 'Be brief.' });
+    const instruction: string = sent.systemInstruction.parts[1].text;
+    expect(instruction.startsWith(JSON_MODE_INSTRUCTION)).toBe(true);
+    expect(instruction).toContain(JSON.stringify(weatherReport.schema));
+  });
+
+  test('a json_schema format without a schema is JSON mode: the JSON response type alone', async () => {
+    h.gemini.script({ text: '{"ok":true}' });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Say ok.' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'anything', strict: null } },
+    });
+    expect(answer.choices[0]!.message.content).toBe('{"ok":true}');
+    const config = lastSent().body.generationConfig;
+    expect(config).toMatchObject({ responseMimeType: 'application/json' });
+    expect(config).not.toHaveProperty('responseJsonSchema');
+    expect(lastSent().body).not.toHaveProperty('systemInstruction');
+  });
+});

@@ -129,6 +129,38 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
     });
   });
 
+  test("Structured Outputs: response_format json_schema goes upstream as given, and the openai client's parse() reads the answer", async () => {
+    const report = { city: 'Oslo', celsius: -3 };
+    h.local.script({ text: JSON.stringify(report) });
+    const responseFormat = {
+      type: 'json_schema' as const,
+      json_schema: {
+        name: 'weather_report',
+        description: 'The weather of a city',
+        strict: true,
+        schema: {
+          type: 'object',
+          properties: { city: { type: 'string' }, celsius: { type: 'number' } },
+          required: ['city', 'celsius'],
+          additionalProperties: false,
+        },
+      },
+    };
+    const answer = await h.client.chat.completions.parse({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Oslo?' }],
+      response_format: responseFormat,
+    });
+    expect(answer.choices[0]!.message.parsed).toEqual(report);
+    expect(h.local.log.at(-1)!.body).toEqual({
+      model: 'meta-llama/Llama-3.1-8B-Instruct',
+      messages: [{ role: 'user', content: 'Oslo?' }],
+      response_format: responseFormat,
+      max_tokens: 1024,
+      stream: false,
+    });
+  });
+
   test('seed (64-bit, as OpenAI takes it), user and parallel_tool_calls go upstream', async () => {
     await h.client.chat.completions.create({
       model: MODEL,
