@@ -15,6 +15,8 @@
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
  *   implies; data URLs go as `inlineData`.
  * - Thought parts (`thought: true`) are not part of the OpenAI answer; their tokens are reasoning tokens.
+ * - An answer ending with MALFORMED_FUNCTION_CALL (or UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS) is a
+ *   provider error, billed as counted: OpenAI has no finish reason for it, and `stop` would pass for done.
  * - `seed` and `top_k` are 32-bit integers for Gemini (OpenAI's `seed` is 64-bit): one out of that
  *   range is a 400 naming the field before any payment, not a 502 once Gemini refuses it.
  * - Penalties are dropped without error: Gemini 2.5 and later refuse any but 0 ("Penalty is not
@@ -242,13 +244,16 @@ export function geminiCompletion(body: GeminiResponse): ProviderCompletion {
     else if ('functionCall' in part) toolCalls.push(toolCallOf(part));
   }
   const blocked = candidate === undefined && body.promptFeedback?.blockReason !== undefined;
+  const usage = geminiUsage(body.usageMetadata, true);
+  if (candidate?.finishReason && FAILED_CALLS.has(candidate.finishReason))
+    throw failedCalls(candidate.finishReason, usage);
   return {
     content: text === '' && toolCalls.length > 0 ? null : text,
     toolCalls,
     finishReason: blocked
       ? 'content_filter'
       : geminiFinishReason(candidate?.finishReason, toolCalls.length > 0),
-    usage: geminiUsage(body.usageMetadata, true),
+    usage,
   };
 }
 
@@ -272,6 +277,23 @@ const FILTERED = new Set([
   'SPII',
   'IMAGE_SAFETY',
 ]);
+
+/**
+ * Finish reasons of an answer whose function calls Gemini could not make (an invalid call, a call
+ * with no tools declared, too many): no content, no usable call. Passed on as `stop` it would end
+ * an agent's loop as if the model were done; it is a 502 a client retries, billed as Gemini bills it.
+ */
+const FAILED_CALLS = new Set(['MALFORMED_FUNCTION_CALL', 'UNEXPECTED_TOOL_CALL', 'TOO_MANY_TOOL_CALLS']);
+
+function failedCalls(reason: string, usage?: MeteredUsage): ProviderError {
+  return new ProviderError(
+    `the answer ended with ${reason}: Gemini could not make its function call`,
+    undefined,
+    {
+      usage,
+    },
+  );
+}
 
 export function geminiFinishReason(reason: string | undefined, calledFunctions: boolean): FinishReason {
   if (reason === 'MAX_TOKENS') return 'length';
@@ -330,6 +352,7 @@ export class GeminiStreamDecoder implements StreamDecoder {
     if (this.finishReason === undefined)
       throw new ProviderError('the answer stream ended before a finishReason', undefined);
     this.metered.exact = true;
+    if (FAILED_CALLS.has(this.finishReason)) throw failedCalls(this.finishReason);
     return [{ type: 'finish', finishReason: geminiFinishReason(this.finishReason, this.toolCalls > 0) }];
   }
 }

@@ -73,6 +73,8 @@ export class ProviderError extends Error {
       timeout?: boolean;
       /** Reported by the provider itself (an error status or event), which charges nothing for it. */
       reported?: boolean;
+      /** What the provider counted (and charges) of a whole answer the gateway cannot pass on. */
+      usage?: MeteredUsage;
       cause?: unknown;
     } = {},
   ) {

@@ -158,22 +158,22 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
   };
 
   /**
-   * An upstream that fails before its stream's first part: an HTTP error (the client may retry),
-   * after billing what the provider had counted, which the error's details state.
+   * An upstream call that failed before any answer went out (a stream before its first part, or a
+   * whole answer the gateway cannot pass on): an HTTP error (the client may retry), after billing
+   * what the provider had counted of it (`usage`), which the error's details state.
    */
-  const failedBeforeStream = async (
+  const failedBeforeAnswer = async (
     input: ChatInput,
     admission: Admission,
-    upstream: ProviderStream,
+    usage: MeteredUsage | undefined,
     error: unknown,
   ): Promise<unknown> => {
-    const usage = upstream.usage();
-    if (!counted(usage) || !billable(error)) return providerFailure(error, input.model) ?? error;
+    if (!usage || !counted(usage) || !billable(error)) return providerFailure(error, input.model) ?? error;
     let cost: StatedCost;
     try {
       cost = await record(input, admission, usage);
     } catch (recordError) {
-      input.log.info({ err: error }, 'the upstream failed before the first part of its stream');
+      input.log.info({ err: error }, 'the upstream call failed before its answer');
       throw recordError;
     }
     await addOwedHeaders(input, admission);
@@ -189,7 +189,8 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     try {
       completion = await send();
     } catch (error) {
-      throw providerFailure(error, input.model) ?? error;
+      const counted = error instanceof ProviderError ? error.options.usage : undefined;
+      throw await failedBeforeAnswer(input, admission, counted, error);
     }
     const cost = await record(input, admission, completion.usage);
     await addOwedHeaders(input, admission);
@@ -215,7 +216,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     try {
       await settledWithin(first, FIRST_PART_WAIT_MS);
     } catch (error) {
-      throw await failedBeforeStream(input, admission, upstream, error);
+      throw await failedBeforeAnswer(input, admission, upstream.usage(), error);
     }
     const chunks = streamChunks(answerIdentity(input.model.id));
     // Gone meanwhile: the answer is still read to its end and billed, into no stream.

@@ -349,6 +349,31 @@ describe('Gemini behind /v1/chat/completions', () => {
     expect(filtered.choices[0]).toMatchObject({ finish_reason: 'content_filter', message: { content: '' } });
   });
 
+  test.each([false, true])(
+    'MALFORMED_FUNCTION_CALL (stream: %s) is a 502 a client retries, billed as Gemini counted, not a stop',
+    async (stream) => {
+      h.gemini.script({
+        stop: 'MALFORMED_FUNCTION_CALL',
+        usage: { promptTokenCount: 30, candidatesTokenCount: 0 },
+      });
+      const refused = await h.client.chat.completions
+        .create({ model: MODEL, messages: [{ role: 'user', content: 'Call the tool.' }], stream })
+        .catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(APIError);
+      expect((refused as APIError).status).toBe(502);
+      expect((refused as APIError).headers?.get('x-should-retry')).toBeNull();
+      expect((refused as APIError).error).toMatchObject({
+        code: 'provider_error',
+        message:
+          'google failed: the answer ended with MALFORMED_FUNCTION_CALL: Gemini could not make its function call',
+        details: { billed: { prompt_tokens: 30, completion_tokens: 0 } },
+      });
+      expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+        { inputTokens: 30, exact: true },
+      ]);
+    },
+  );
+
   test('a multi-turn history: roles user/model, consecutive turns merged, assistant text kept', async () => {
     await h.client.chat.completions.create({
       model: MODEL,
