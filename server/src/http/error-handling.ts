@@ -84,7 +84,12 @@ export function clientErrorHandler(newRequestId: () => string) {
     const apiError =
       CLIENT_ERRORS[error.code]?.() ?? new ApiError(400, 'validation_error', 'the request is not valid HTTP');
     const id = newRequestId();
-    this.log.info({ reqId: id, code: apiError.code, err: error }, 'connection refused');
+    // The error's own code and message only: Node attaches the raw request bytes to a parse error
+    // (`rawPacket`), credentials included, which the log must never carry.
+    this.log.info(
+      { reqId: id, code: apiError.code, reason: { code: error.code, message: error.message } },
+      'connection refused',
+    );
     // As Node does: nothing is written into an answer that has begun (a pipelined request's).
     const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
     if (socket.writable && !inFlight?.headersSent) {

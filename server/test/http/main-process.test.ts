@@ -137,11 +137,28 @@ describe('main.ts with a good environment', () => {
       },
     });
     await gateway.logLine((log) => log.msg === 'request completed');
+    // A request Node cannot parse (a space in a header name): its raw bytes are not logged either.
+    const socket = connect(Number(new URL(address).port), '127.0.0.1');
+    socket.on('error', () => {});
+    socket.write(
+      'GET /v1/models HTTP/1.1\r\nauthorization: Bearer secret-raw-value\r\nbad header: x\r\n\r\n',
+    );
+    const [refused] = await once(socket, 'data');
+    expect(String(refused)).toMatch(/^HTTP\/1\.1 400 /);
+    await gateway.logLine((log) => log.msg === 'connection refused');
+    socket.destroy();
     gateway.child.kill('SIGTERM');
     expect(await gateway.exited).toBe(0);
     const logged = gateway.stdoutLines.join('\n');
-    for (const secret of ['secret-jwt-value', 'secret-proof-value', 'secret-v1-proof-value'])
+    for (const secret of [
+      'secret-jwt-value',
+      'secret-proof-value',
+      'secret-v1-proof-value',
+      'secret-raw-value',
+    ])
       expect(logged).not.toContain(secret);
+    // Node's parse errors carry the raw request (as a Buffer, which pino writes byte by byte).
+    expect(logged).not.toContain('rawPacket');
   });
 });
 
