@@ -140,20 +140,24 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     batches: AsyncIterator<StreamPart[]>,
     first: Promise<IteratorResult<StreamPart[]>>,
     clientGone: AbortSignal,
-  ): Promise<{ finish?: StreamPart; failure?: unknown }> => {
+  ): Promise<{ finish?: StreamPart; failure?: unknown; relayed: boolean }> => {
     let finish: StreamPart | undefined;
+    let relayed = false;
     try {
       sink.send(chunks.opening());
       for (let next = await first; !next.done; next = await batches.next()) {
-        const relayed = next.value.filter((part) => part.type !== 'finish');
+        const parts = next.value.filter((part) => part.type !== 'finish');
         finish = next.value.find((part) => part.type === 'finish') ?? finish;
-        if (!clientGone.aborted && relayed.length > 0) sink.send(...relayed.map((part) => chunks.part(part)));
+        if (!clientGone.aborted && parts.length > 0) {
+          sink.send(...parts.map((part) => chunks.part(part)));
+          relayed = true;
+        }
       }
-      return { finish };
+      return { finish, relayed };
     } catch (error) {
       // Whatever failed, the upstream's body is let go (a no-op when the upstream itself failed).
       await batches.return?.();
-      return { finish, failure: error };
+      return { finish, failure: error, relayed };
     }
   };
 
@@ -222,11 +226,11 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     // Gone meanwhile: the answer is still read to its end and billed, into no stream.
     const sink = input.clientGone.aborted ? DISCARDED : input.response.openStream();
     try {
-      const { finish, failure } = await relay(sink, chunks, batches, first, input.clientGone);
+      const { finish, failure, relayed } = await relay(sink, chunks, batches, first, input.clientGone);
       const usage = upstream.usage();
       const held = finish ? [chunks.part(finish)] : [];
       let cost: StatedCost | undefined;
-      if (billable(failure)) {
+      if (relayed || billable(failure)) {
         try {
           cost = await record(input, admission, usage);
         } catch (error) {
@@ -321,9 +325,11 @@ async function settledWithin(promise: Promise<unknown>, ms: number): Promise<voi
 
 /**
  * Whether what the provider counted of an answer ending with `failure` (none: it did not fail) is
- * billed. A failure the provider reported itself (an error event in its stream) is not: providers
- * do not charge for requests that failed on their side. A broken connection, a timeout or the
- * gateway's own cut is: the provider kept generating, and charges for it.
+ * billed while none of it reached the client. A failure the provider reported itself (an error
+ * event in its stream, before any text) is not: the client got nothing, retries, and providers do
+ * not charge for requests that failed on their side. A broken connection, a timeout or the
+ * gateway's own cut is: the provider kept generating, and charges for it. Once part of the answer
+ * went out, what was counted is billed whatever ended it.
  */
 function billable(failure: unknown): boolean {
   return !(failure instanceof ProviderError && failure.options.reported);

@@ -18,7 +18,8 @@ interface Case {
   seen: string;
   /**
    * Whether a usage record is written: a stream the provider began and that broke off is billed for
-   * what it counted; one ended by an error the provider reported is not (nor charged by the provider).
+   * what it counted; one ended by an error the provider reported before any text is not (nor charged
+   * by the provider).
    */
   recorded: boolean;
 }
@@ -67,7 +68,7 @@ const cases: Case[] = [
     step: { text: pieces, usage, failAfterEvents: 4 },
     stream: true,
     seen: '200 stream error',
-    recorded: false,
+    recorded: true,
   },
   { name: 'answered last', step: { text: 'last', usage }, stream: false, seen: '200', recorded: true },
 ];

@@ -293,7 +293,7 @@ describe('failures before the first part of a stream: an HTTP error a client ret
 });
 
 describe('failures after the stream began', () => {
-  test('an Anthropic error event: the text so far, then an SSE error; nothing billed (Anthropic charges nothing for it)', async () => {
+  test('an Anthropic error event after text: the text so far, then an SSE error; billed as counted, since part of the answer went out', async () => {
     h.anthropic.script({
       text: ['one ', 'two ', 'three'],
       usage: { input_tokens: 40, output_tokens: 9 },
@@ -305,11 +305,13 @@ describe('failures after the stream began', () => {
     expect(text).toBe('one two ');
     expect(error.error).toMatchObject({ code: 'provider_error', details: { upstreamStatus: 529 } });
     expect(error.message).toContain('Overloaded');
-    expect(h.recorder.entries).toEqual([]);
+    expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+      { inputTokens: 40, outputTokens: 1, exact: false },
+    ]);
     expect(h.gate.released).toBe(h.gate.admitted.length);
   });
 
-  test('a Gemini error chunk ends the stream with an SSE error and no [DONE]; nothing billed (Google charges nothing for it)', async () => {
+  test('a Gemini error chunk after text ends the stream with an SSE error and no [DONE]; billed as counted', async () => {
     h.gemini.script({
       text: ['alpha ', 'beta ', 'gamma'],
       usage: { promptTokenCount: 17 },
@@ -327,7 +329,9 @@ describe('failures after the stream began', () => {
     });
     expect(events).not.toContain('data: [DONE]');
     expect(events.some((event) => event.includes('"usage"'))).toBe(false);
-    expect(h.recorder.entries).toEqual([]);
+    expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+      { inputTokens: 17, outputTokens: 2, exact: false },
+    ]);
   });
 
   test('an upstream that goes silent mid-stream times out into an SSE error', async () => {
