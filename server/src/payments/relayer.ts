@@ -329,20 +329,28 @@ export function createRelayer(
 }
 
 /**
- * `look`'s answer, asked again two polling intervals later when it found nothing. Before the gateway
- * concludes that a transaction is gone (and fails a settlement it may pay, whose records a second
- * settlement would then pay again): behind a load balancer, the node asked may be a block behind
- * the one that took or mined it, and answer that it knows no such transaction.
+ * `look`'s answer, asked again a block (at least two polling intervals) later when it found nothing.
+ * Before the gateway concludes that a transaction is gone (and fails a settlement it may pay, whose
+ * records a second settlement would then pay again): behind a load balancer, the node asked may be
+ * a block behind the one that took or mined it, and answer that it knows no such transaction.
  */
 export async function onSecondLook<T>(
-  client: Pick<PublicClient, 'pollingInterval'>,
+  client: Pick<PublicClient, 'pollingInterval' | 'getBlock'>,
   look: () => Promise<T>,
   found: (answer: T) => boolean,
 ): Promise<T> {
   const first = await look();
   if (found(first)) return first;
-  await delay(2 * client.pollingInterval);
+  await delay(Math.max(2 * client.pollingInterval, await blockInterval(client)));
   return look();
+}
+
+/** Milliseconds between the chain's last two blocks (timestamps have whole seconds: 0 when faster). */
+async function blockInterval(client: Pick<PublicClient, 'getBlock'>): Promise<number> {
+  const latest = await client.getBlock({ blockTag: 'latest' });
+  if (latest.number === 0n) return 0;
+  const previous = await client.getBlock({ blockNumber: latest.number - 1n });
+  return Number(latest.timestamp - previous.timestamp) * 1000;
 }
 
 /** Whether the node holds the transaction: waiting in its pool, or mined. Throws when it cannot tell. */
