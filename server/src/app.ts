@@ -66,7 +66,7 @@ const LOG_BUFFER_BYTES = 4096;
 const LOG_FLUSH_MS = 200;
 /** While closing, how often connections left idle by requests that ended are closed. */
 const IDLE_CHECK_MS = 50;
-/** Past the shutdown deadline, how long the requests whose provider calls were cut have to end. */
+/** Past the shutdown deadline, how long the answers of requests that ended have to go out. */
 const CUT_GRACE_MS = 1_000;
 
 /** Node's own bound on receiving a request's headers, kept when REQUEST_TIMEOUT_MS is longer. */
@@ -234,14 +234,16 @@ export async function buildApp(
     }
   });
   // Closing waits for the requests in flight, but not past SHUTDOWN_TIMEOUT_MS: then their provider
-  // calls are cut, each billed as far as the provider had counted, and the requests end; the
-  // connections still open CUT_GRACE_MS later (a body still being sent, a stream its client does not
-  // read) are closed. A connection left idle by its last answer is closed (checked every
-  // IDLE_CHECK_MS, once the server takes no more): kept alive for a client's next request, it would
-  // hold the shutdown up. (Not by answering with `connection: close`: a pipelined request behind
-  // that answer would lose its own.)
+  // calls are cut, each billed as far as the provider had counted, and the requests end. Once their
+  // handlers are done (each answer billed is sent first, its usage record written) and CUT_GRACE_MS
+  // more, the connections still open are closed: a request still being received (Node stops
+  // enforcing REQUEST_TIMEOUT_MS once the server closes), a stream its client does not read. A
+  // connection left idle by its last answer is closed (checked every IDLE_CHECK_MS, once the server
+  // takes no more): kept alive for a client's next request, it would hold the shutdown up. (Not by
+  // answering with `connection: close`: a pipelined request behind that answer would lose its own.)
   const shutdownTimers: NodeJS.Timeout[] = [];
   let closing = false;
+  const chatHandlers = new Set<Promise<unknown>>();
   const closeRemainingConnections = () =>
     app.server.getConnections((error, open) => {
       if (error || open === 0) return;
@@ -249,13 +251,14 @@ export async function buildApp(
       app.server.closeAllConnections();
     });
   const cutAtDeadline = async () => {
-    shutdownTimers.push(setTimeout(closeRemainingConnections, CUT_GRACE_MS).unref());
     const calls = await providers.cut('the gateway is shutting down');
     if (calls > 0)
       app.log.warn(
         { shutdownTimeoutMs: config.limits.shutdownTimeoutMs, calls },
         'shutdown deadline passed: cut the provider calls still under way',
       );
+    await Promise.allSettled([...chatHandlers]);
+    shutdownTimers.push(setTimeout(closeRemainingConnections, CUT_GRACE_MS).unref());
   };
   app.addHook('preClose', async () => {
     closing = true;
@@ -348,6 +351,7 @@ export async function buildApp(
       buffers: streamBuffers,
       onDisconnect: (reason) => metrics.streamDisconnected(reason),
     },
+    running: chatHandlers,
   });
   await app.register(graphqlRoutes, { store, adminToken: config.adminToken });
   if (config.webDir) await installWebRoute(app, config.webDir);

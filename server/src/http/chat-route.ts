@@ -12,13 +12,15 @@ export interface ChatRouteOptions {
   chat: ChatService;
   /** How event streams treat slow and silent clients. */
   streams: EventStreamOptions;
+  /** The requests being handled (their handlers' promises), for the app's shutdown to wait on. */
+  running: Set<Promise<unknown>>;
 }
 
 export default async function chatRoute(app: FastifyInstance, options: ChatRouteOptions) {
   // Closing the server waits for answers still written, not for those read on after their client
   // left (see ChatInput.clientGone): those are waited for here, before the ledger closes (this
   // hook runs before the app's).
-  const running = new Set<Promise<unknown>>();
+  const { running } = options;
   app.addHook('onClose', async () => {
     await Promise.allSettled([...running]);
   });

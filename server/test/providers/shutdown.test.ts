@@ -120,8 +120,39 @@ describe('a shutdown past SHUTDOWN_TIMEOUT_MS', () => {
       await vi.waitFor(async () => expect(await connections()).toBe(1));
       const started = performance.now();
       await Promise.all([h.app.close(), gone]);
-      // The deadline, the second given to requests whose calls were cut, and some slack.
+      // The deadline, the second given to answers to go out, and some slack. (Node stops enforcing
+      // REQUEST_TIMEOUT_MS once the server closes.)
       expect(performance.now() - started).toBeLessThan(SHUTDOWN_TIMEOUT_MS + 1_000 + 1_500);
+    } finally {
+      await h.close();
+    }
+  });
+
+  test('an answer whose usage record is still being written past the deadline still goes out before connections close', {
+    timeout: 20_000,
+  }, async () => {
+    const h = await startHarness(limits);
+    try {
+      h.anthropic.script({ text: 'answered', usage: { input_tokens: 3 } });
+      // The ledger is slow (a database coming back): the record lands 2 s in, past the deadline
+      // and the second after it.
+      const record = h.recorder.record.bind(h.recorder);
+      h.recorder.record = async (entry) => {
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+        return record(entry);
+      };
+      const answer = chatRequest(h.url, false);
+      await vi.waitFor(() => expect(h.anthropic.log).toHaveLength(1), { timeout: 15_000 });
+      const closing = h.app.close();
+      const response = await answer;
+      await closing;
+      // Billed, so answered: not cut off with its connection.
+      expect(response.status).toBe(200);
+      expect(
+        ((await response.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message
+          .content,
+      ).toBe('answered');
+      expect(h.recorder.entries).toHaveLength(1);
     } finally {
       await h.close();
     }
