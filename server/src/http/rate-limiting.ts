@@ -57,13 +57,19 @@ export async function installRateLimiting(app: FastifyInstance, options: RateLim
   checkPerRouteLimits(app, perRoute);
   /** The configured path a request counts under, when its route has a limit of its own. */
   const limitedPath = (request: FastifyRequest) => {
+    if (perRoute.size === 0) return undefined;
     const path = request.routeOptions.url;
     return path !== undefined && perRoute.has(path) ? path : undefined;
   };
   await app.register(rateLimit, {
     global: true,
     hook: 'onRequest',
-    max: (request) => perRoute.get(limitedPath(request) ?? '') ?? options.max,
+    // The key names the configured path it counts under (see keyGenerator): no second route lookup.
+    max:
+      perRoute.size === 0
+        ? options.max
+        : (_request, key) =>
+            (key.startsWith('/') ? perRoute.get(key.slice(0, key.indexOf(' '))) : undefined) ?? options.max,
     timeWindow: options.windowMs,
     redis,
     nameSpace: 'paygate-rl:',
