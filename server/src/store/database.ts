@@ -242,6 +242,10 @@ const UNAVAILABLE_CODES = new Set([
   '53300',
   // A statement cancelled (an operator's statement_timeout ran out, or pg_cancel_backend).
   '57014',
+  // A transaction aborted for another's sake (a deadlock broken, a serialization conflict): its
+  // retry succeeds.
+  '40P01',
+  '40001',
   'SQLITE_BUSY',
 ]);
 

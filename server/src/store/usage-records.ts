@@ -50,12 +50,16 @@ const insertRecords = (creator: QueryCreator<Database>, rows: readonly NewUsageR
     .onConflict((conflict) => conflict.column('request_id').doNothing())
     .returning('request_id');
 
+// In wallet order: two instances inserting the same new payers in opposite orders would each wait
+// for the other's row (a deadlock PostgreSQL breaks by aborting one batch).
 const newPayers = (rows: readonly NewUsageRow[]) =>
-  [...new Map(rows.map((row) => [row.payer, row.created_at]))].map(([wallet, createdAt]) => ({
-    wallet,
-    credit_pico: 0,
-    created_at: createdAt,
-  }));
+  [...new Map(rows.map((row) => [row.payer, row.created_at]))]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([wallet, createdAt]) => ({
+      wallet,
+      credit_pico: 0,
+      created_at: createdAt,
+    }));
 
 /** The stored rows of the request ids not inserted now. */
 async function earlierRecords(

@@ -333,6 +333,42 @@ describe.runIf(testDialects.includes('postgres'))('PostgreSQL connections', () =
     }
   });
 
+  test('a transaction PostgreSQL aborts to break a deadlock is transient: retried, not a lost usage record', async () => {
+    const database = await createTestDatabase('postgres');
+    const store = await database.open();
+    try {
+      const [x, y] = [
+        '0x00000000000000000000000000000000000000c1',
+        '0x00000000000000000000000000000000000000c2',
+      ] as const;
+      let firstDone = 0;
+      let bothFirst: () => void = () => {};
+      const barrier = new Promise<void>((resolve) => {
+        bothFirst = resolve;
+      });
+      // Two new payers inserted in opposite orders by two transactions: each waits for the other.
+      const insertBoth = (first: `0x${string}`, second: `0x${string}`) =>
+        store.db.transaction().execute(async (trx) => {
+          const insert = (wallet: `0x${string}`) =>
+            trx
+              .insertInto('payers')
+              .values({ wallet, credit_pico: 0n, created_at: 0 })
+              .onConflict((conflict) => conflict.column('wallet').doNothing())
+              .execute();
+          await insert(first);
+          if (++firstDone === 2) bothFirst();
+          await barrier;
+          await insert(second);
+        });
+      const outcomes = await Promise.allSettled([insertBoth(x, y), insertBoth(y, x)]);
+      const aborted = outcomes.find((outcome) => outcome.status === 'rejected') as PromiseRejectedResult;
+      expect(aborted.reason).toMatchObject({ code: '40P01' });
+      expect(isStoreUnavailable(aborted.reason)).toBe(true);
+    } finally {
+      await database.drop();
+    }
+  });
+
   test("a query an operator's statement_timeout cancels is unavailable (a 503)", async () => {
     const database = await createTestDatabase('postgres');
     const store = openStore(database.url, { poolSize: 1 });
