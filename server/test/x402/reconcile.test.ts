@@ -9,7 +9,9 @@ import {
   type Settlement,
   settlementsOf,
 } from '../../src/billing/settlements.js';
+import type { OutboxDeps } from '../../src/payments/outbox/reconcile.js';
 import { recordAuthorization } from '../../src/payments/x402/authorizations.js';
+import { reconcileX402Settlement } from '../../src/payments/x402/reconcile.js';
 import {
   signCancelAuthorization,
   splitSignature,
@@ -151,6 +153,22 @@ describe('a settlement left pending by a crash', () => {
       txHash: hash,
       amountAtomic: SMALL_COST,
     });
+  });
+
+  test('read before its proof was recorded, then sent by the instance that opened it: not failed on that stale look', async () => {
+    const payer = await payerOwingSmallCost(stack);
+    const store = stack.gateway.store;
+    const stale = (await openSettlement(store, payer.address, 'x402')) as Settlement;
+    // The instance that opened it (its payer lock lost) sends it while this one looks.
+    await markSettlementSent(store, stale.id, `0x${'ab'.repeat(32)}`);
+    // No proof recorded, as this look saw: it ends there, without asking the chain.
+    const outcome = await reconcileX402Settlement(
+      { store, chain: {} as OutboxDeps['chain'], receiptTimeoutMs: 1_000 },
+      stale,
+    );
+    expect(outcome).toBe('pending');
+    const [current] = await settlementsOf(store, payer.address);
+    expect(current).toMatchObject({ id: stale.id, status: 'sent' });
   });
 
   test('whose authorization expired unused is failed, and the debt is paid once by the next proof', async () => {

@@ -59,8 +59,10 @@ export async function reconcileX402Settlement(
   const { store, chain } = deps;
   if (settlement.status === 'confirmed' || settlement.status === 'failed') return settlement.status;
   const authorization = await authorizationOfSettlement(store, settlement.id);
-  // Opened, but its proof was never recorded, so it was never handed to a facilitator.
-  if (!authorization) return fail(store, settlement.id, 'no payment proof was recorded');
+  // Opened, but its proof was never recorded, so it was never handed to a facilitator: unless the
+  // instance that opened it (whose payer lock was lost) records and sends it meanwhile, which the
+  // failure then must not undo (`settlement` as read).
+  if (!authorization) return fail(store, settlement.id, 'no payment proof was recorded', settlement);
   // Judged against the treasury it was opened to pay, whatever the gateway is configured with now.
   const treasury = settlement.payTo ?? chain.treasury;
   const receipt = settlement.txHash ? await receiptOf(chain, settlement.txHash) : undefined;
@@ -215,9 +217,17 @@ async function confirm(
   });
 }
 
-/** Fails the settlement: its records are owed again. Only once its authorization can never pay it. */
-function fail(store: Store, settlementId: string, reason: string): Promise<ReconcileOutcome> {
-  return finish(store, settlementId, () => failSettlement(store, settlementId, reason));
+/**
+ * Fails the settlement: its records are owed again. Only once its authorization can never pay it
+ * (and, with `readAs`, only while the settlement stands as it was read; see failSettlement).
+ */
+function fail(
+  store: Store,
+  settlementId: string,
+  reason: string,
+  readAs?: Settlement,
+): Promise<ReconcileOutcome> {
+  return finish(store, settlementId, () => failSettlement(store, settlementId, reason, readAs));
 }
 
 /** Runs the transition; another instance finishing the same settlement first is not an error. */
