@@ -22,6 +22,7 @@ import {
   GatewayError,
   type SessionTerms,
 } from '../../src/client/index.js';
+import { deployedEnvironment } from '../../src/payments/delegation-framework.js';
 import type { LocalStackFacts } from './facts.js';
 import { defaultDataDir, stackFactsPath } from './paths.js';
 
@@ -223,7 +224,7 @@ export async function authorizeOwner(
       `--rpc is required: a JSON-RPC URL of chain ${terms.chainId}, where the gateway settles`,
     );
   const client = await connectChain(rpcUrl, terms.chainId);
-  const account = await ownerSmartAccount(client, parsed.ownerKey, terms.environment);
+  const account = await ownerSmartAccount(client, parsed.ownerKey, trustedEnvironment(terms, log));
   log(
     `smart account ${account.address} (owner ${privateKeyToAccount(parsed.ownerKey).address}, chain ${terms.chainId})`,
   );
@@ -252,6 +253,28 @@ export async function authorizeOwner(
     sessionId: session.sessionId,
     expiresAt: session.expiresAt,
   };
+}
+
+/**
+ * The contracts the owner's account is derived from, and the gateway's terms checked against: the
+ * Delegation Framework's own deployment on the chain. Taken from the gateway, the client's check of
+ * the gateway's caveat enforcers would compare them with themselves, and a gateway naming no-op
+ * enforcers would get a delegation that restricts nothing. Only a chain with no known deployment
+ * (the local stack's) takes what the gateway names.
+ */
+export function trustedEnvironment(
+  terms: SessionTerms,
+  log: (line: string) => void,
+): SmartAccountsEnvironment {
+  try {
+    return deployedEnvironment(terms.chainId);
+  } catch {
+    if (terms.chainId !== LOCAL_CHAIN_ID)
+      log(
+        `chain ${terms.chainId} has no known Delegation Framework deployment: the contracts the gateway names are used`,
+      );
+    return terms.environment;
+  }
 }
 
 /** The smart account an owner key controls: HybridDeleGator with deploy salt 0x, as the dashboard derives it. */
