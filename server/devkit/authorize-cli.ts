@@ -1,16 +1,18 @@
 /**
- * `npm run authorize -- --gateway URL --owner-key 0x... [--rpc URL] [--cap USDC] [--expires-in 24h] [--fund USDC]`
+ * `npm run authorize -- --gateway URL --owner-key 0x... (or OWNER_PRIVATE_KEY) [--rpc URL] [--cap USDC] [--expires-in 24h] [--fund USDC]`
  *
  * Authorizes a session for the owner's HybridDeleGator smart account (deploy salt 0x, as the dashboard derives it)
  * and prints `{"token", "wallet", ...}` as JSON on stdout; everything else goes to stderr. On the local chain (id
  * 31337) it first deploys and funds the account through the dev faucet.
  */
+import './chain/no-analytics.js';
 import { parseArgs } from 'node:util';
 import { type AuthorizeRequest, authorizeOwner, CliError } from './stack/authorize-owner.js';
 
 const USAGE = `usage: npm run authorize -- --gateway URL --owner-key 0x<64 hex> [--rpc URL] [--cap USDC] [--expires-in 24h] [--fund USDC]
   --gateway     the gateway's base URL, e.g. http://127.0.0.1:8080
-  --owner-key   the private key owning the smart account (it signs the delegation; it never leaves this process)
+  --owner-key   the private key owning the smart account (it signs the delegation; it never leaves this process);
+                or OWNER_PRIVATE_KEY in the environment, which other users cannot read from the process list
   --rpc         a JSON-RPC URL of the gateway's chain (default on the local stack: its anvil, from data/local-stack.json)
   --cap         most USDC the gateway may ever transfer under this session (default 100)
   --expires-in  session lifetime: 90s, 30m, 24h, 7d (default 24h)
@@ -44,9 +46,12 @@ function parse(argv: string[]): AuthorizeRequest {
     if (typeof value !== 'string' || value === '') throw new CliError(`--${name} is required\n${USAGE}`);
     return value;
   };
+  const ownerKey = values['owner-key'] ?? process.env.OWNER_PRIVATE_KEY;
+  if (typeof ownerKey !== 'string' || ownerKey === '')
+    throw new CliError(`--owner-key (or OWNER_PRIVATE_KEY) is required\n${USAGE}`);
   return {
     gatewayUrl: need('gateway'),
-    ownerKey: need('owner-key'),
+    ownerKey,
     rpcUrl: typeof values.rpc === 'string' ? values.rpc : undefined,
     cap: need('cap'),
     expiresIn: need('expires-in'),

@@ -109,8 +109,10 @@ describe('npm run authorize against the local stack', () => {
     const wrongRpcUrl = `http://127.0.0.1:${(wrongChainRpc.address() as AddressInfo).port}`;
     const noFacts = { DATA_DIR: emptyDataDir };
     try {
-      const [badKey, notAKey, down, wrongChain, noRpc, noGateway] = await Promise.all([
+      const [badKey, badEnvKey, noKey, notAKey, down, wrongChain, noRpc, noGateway] = await Promise.all([
         cli(['--gateway', stack.gatewayUrl, '--owner-key', '0x1234'], noFacts),
+        cli(['--gateway', stack.gatewayUrl], { ...noFacts, OWNER_PRIVATE_KEY: '0x1234' }),
+        cli(['--gateway', stack.gatewayUrl], { ...noFacts, OWNER_PRIVATE_KEY: '' }),
         cli(['--gateway', stack.gatewayUrl, '--owner-key', `0x${'00'.repeat(32)}`], noFacts),
         cli(['--gateway', 'http://127.0.0.1:9', '--owner-key', ownerKey], noFacts),
         cli(['--gateway', stack.gatewayUrl, '--owner-key', ownerKey, '--rpc', wrongRpcUrl], noFacts),
@@ -119,6 +121,9 @@ describe('npm run authorize against the local stack', () => {
       ]);
       const expectations: Array<[Run, RegExp]> = [
         [badKey, /--owner-key must be a 0x-prefixed 32-byte hex private key/],
+        // The key may come from the environment instead (out of the process list).
+        [badEnvKey, /--owner-key must be a 0x-prefixed 32-byte hex private key/],
+        [noKey, /--owner-key \(or OWNER_PRIVATE_KEY\) is required/],
         [notAKey, /--owner-key is not a valid secp256k1 private key/],
         [down, /the gateway at http:\/\/127\.0\.0\.1:9 is not reachable/],
         [wrongChain, /wrong chain: .* is chain 8453, but the gateway settles on chain 31337/],
