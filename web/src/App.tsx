@@ -1,5 +1,5 @@
 import { useQuery } from '@tanstack/react-query';
-import { useMemo } from 'react';
+import { useCallback, useMemo } from 'react';
 import { useConnection, WagmiProvider } from 'wagmi';
 import { callGateway, GatewayError } from './gateway/api';
 import { LOCAL_CHAIN_ID, type Terms, useTerms } from './gateway/terms';
@@ -81,7 +81,9 @@ function Dashboard({ terms }: { terms: Terms }) {
   const smartAccount = useSmartAccount(terms);
   const account = onChain ? smartAccount.data : undefined;
   const state = useAccountState(terms, account?.address);
-  const { session } = useStoredSession(terms.chainId, account?.address);
+  const store = useStoredSession(terms.chainId, account?.address);
+  const { session, end } = store;
+  const onSessionRefused = useCallback((message: string) => end({ reason: 'refused', message }), [end]);
   return (
     <div className="grid">
       <WalletPanel terms={terms} />
@@ -94,9 +96,15 @@ function Dashboard({ terms }: { terms: Terms }) {
           error={smartAccount.error}
         />
       )}
-      <SessionPanel terms={terms} account={account} deployed={state.deployed} onChainOk={onChain} />
+      <SessionPanel
+        terms={terms}
+        account={account}
+        deployed={state.deployed}
+        onChainOk={onChain}
+        store={store}
+      />
       {session ? (
-        <UsagePanel token={session.token} chainId={terms.chainId} />
+        <UsagePanel token={session.token} chainId={terms.chainId} onSessionRefused={onSessionRefused} />
       ) : (
         <section className="card wide" aria-labelledby="usage-heading">
           <h2 id="usage-heading">4. Usage and payments</h2>

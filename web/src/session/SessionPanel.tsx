@@ -10,9 +10,10 @@ import { describeError, isUserRejection } from '../ui/errors';
 import { duration, formatInstant } from '../ui/format';
 import type { SmartAccount } from '../wallet/smart-account';
 import { authorizeSession, revokeSession, type SessionGrant } from './authorize';
-import { type StoredSession, useStoredSession } from './session-store';
+import { type SessionEnd, type SessionStore, type StoredSession, sessionRefusal } from './session-store';
 import { clientSnippets } from './snippets';
 
+const MINUTE = 60;
 const HOUR = 3_600;
 const DAY = 86_400;
 const PERIODS = [
@@ -21,28 +22,86 @@ const PERIODS = [
   { label: 'per day', seconds: DAY },
   { label: 'per week', seconds: 7 * DAY },
 ] as const;
-const LIFETIMES = [HOUR, DAY, 7 * DAY, 30 * DAY];
+const LIFETIMES = [5 * MINUTE, 15 * MINUTE, HOUR, DAY, 7 * DAY, 30 * DAY];
+/**
+ * Kept below the gateway's longest lifetime: it measures the expiry from its own clock, so a browser
+ * clock a little ahead would otherwise have the maximum refused.
+ */
+const CLOCK_MARGIN_SECONDS = 30;
 const DEFAULT_CAP = '50';
 
-export function SessionPanel(props: {
+/**
+ * The lifetimes a session may be given: the standard ones the gateway's bounds admit, and its maximum
+ * (less a margin for clock drift), so that there is always one to choose.
+ */
+export function lifetimeOptions(expiry: { minSeconds: number; maxSeconds: number }) {
+  const margin = Math.min(
+    CLOCK_MARGIN_SECONDS,
+    Math.max(0, Math.floor((expiry.maxSeconds - expiry.minSeconds) / 2)),
+  );
+  const longest = expiry.maxSeconds - margin;
+  const options = LIFETIMES.filter((seconds) => seconds >= expiry.minSeconds && seconds <= longest).map(
+    (seconds) => ({ seconds, label: duration(seconds) }),
+  );
+  if (longest >= expiry.minSeconds && (options.at(-1)?.seconds ?? 0) < longest)
+    options.push({ seconds: longest, label: `${duration(expiry.maxSeconds)} (the gateway's maximum)` });
+  return options;
+}
+
+export function SessionPanel({
+  store,
+  ...props
+}: {
   terms: Terms;
   account: SmartAccount | undefined;
   deployed: boolean | undefined;
   onChainOk: boolean;
+  /** The wallet's stored session (App.tsx owns it: the usage panel reports a refused token to it). */
+  store: SessionStore;
 }) {
   const { terms, account } = props;
-  const { session, save } = useStoredSession(terms.chainId, account?.address);
+  const { session, ended, save, end } = store;
   return (
     <section className="card wide" aria-labelledby="session-heading">
       <h2 id="session-heading">3. Session key</h2>
       {!account ? (
         <p className="muted">Connect a wallet on the gateway's network first.</p>
       ) : session ? (
-        <ActiveSession session={session} terms={terms} onEnded={() => save(null)} />
+        <ActiveSession session={session} terms={terms} onEnded={end} />
       ) : (
-        <GrantForm {...props} account={account} onAuthorized={save} />
+        <>
+          {ended && <SessionEnded ended={ended} />}
+          <GrantForm {...props} account={account} onAuthorized={save} />
+        </>
       )}
     </section>
+  );
+}
+
+/** Why the form is back: the session expired, the gateway refused its token, or it was revoked here. */
+function SessionEnded({ ended }: { ended: SessionEnd }) {
+  if (ended.reason === 'revoked')
+    return (
+      <Alert tone="info" title="Session revoked">
+        The gateway refuses its token from now on. Authorize a new session to make more requests.
+      </Alert>
+    );
+  if (ended.reason === 'expired')
+    return (
+      <Alert tone="warning" title="Your session has expired">
+        It ended {formatInstant(new Date(ended.at))}, and the gateway refuses its token. Authorize a new
+        session below to make more requests.
+      </Alert>
+    );
+  return (
+    <Alert tone="warning" title="The gateway no longer accepts your session">
+      <p>The gateway said: {ended.message}</p>
+      <p>
+        The session was revoked (on another page or with <code>DELETE /v1/authorize</code>), has expired, or
+        the gateway was restarted with a new <code>JWT_SECRET</code>. Its token was removed from this browser;
+        authorize a new session below.
+      </p>
+    </Alert>
   );
 }
 
@@ -61,16 +120,16 @@ function GrantForm({
 }) {
   const { expiry, minPeriodSeconds } = terms.policy;
   const minCap = BigInt(terms.policy.minCapAtomic);
-  const lifetimes = LIFETIMES.filter(
-    (seconds) => seconds >= expiry.minSeconds && seconds <= expiry.maxSeconds,
-  );
+  const lifetimes = lifetimeOptions(expiry);
   const periods = PERIODS.filter(
     (option) => option.seconds === undefined || option.seconds >= minPeriodSeconds,
   );
   const [cap, setCap] = useState(DEFAULT_CAP);
   const [periodLabel, setPeriodLabel] = useState<string>('per day');
   const [lifetime, setLifetime] = useState(
-    lifetimes.includes(7 * DAY) ? 7 * DAY : (lifetimes.at(-1) ?? HOUR),
+    lifetimes.some((option) => option.seconds === 7 * DAY)
+      ? 7 * DAY
+      : (lifetimes.at(-1)?.seconds ?? expiry.maxSeconds),
   );
   const ids = { cap: useId(), period: useId(), lifetime: useId(), capHint: useId() };
 
@@ -132,9 +191,9 @@ function GrantForm({
             value={lifetime}
             onChange={(event) => setLifetime(Number(event.target.value))}
           >
-            {lifetimes.map((seconds) => (
-              <option key={seconds} value={seconds}>
-                {duration(seconds)}
+            {lifetimes.map((option) => (
+              <option key={option.seconds} value={option.seconds}>
+                {option.label}
               </option>
             ))}
           </select>
@@ -215,10 +274,18 @@ function ActiveSession({
 }: {
   session: StoredSession;
   terms: Terms;
-  onEnded: () => void;
+  onEnded: (why?: SessionEnd) => void;
 }) {
   const tokenId = useId();
-  const revoke = useMutation({ mutationFn: () => revokeSession(session.token), onSuccess: onEnded });
+  const revoke = useMutation({
+    mutationFn: () => revokeSession(session.token),
+    onSuccess: () => onEnded({ reason: 'revoked' }),
+    // a token the gateway refuses has no session left to revoke: forget it, and say why
+    onError: (error) => {
+      const refused = sessionRefusal(error);
+      if (refused !== undefined) onEnded({ reason: 'refused', message: refused });
+    },
+  });
   const models = useQuery({
     queryKey: ['models'],
     queryFn: () => callGateway<Array<{ id: string }>>('/v1/models'),
@@ -270,7 +337,7 @@ function ActiveSession({
             >
               {revoke.isPending ? 'Revoking…' : 'Revoke session'}
             </button>
-            <button type="button" className="secondary" onClick={onEnded}>
+            <button type="button" className="secondary" onClick={() => onEnded()}>
               Forget token in this browser
             </button>
           </div>

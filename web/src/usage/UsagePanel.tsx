@@ -1,6 +1,5 @@
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
-import { useId, useState } from 'react';
-import { GatewayError } from '../gateway/api';
+import { useEffect, useId, useState } from 'react';
 import {
   ACCOUNT_QUERY,
   type Account,
@@ -10,6 +9,7 @@ import {
   USAGE_QUERY,
   type UsagePage,
 } from '../gateway/graphql';
+import { sessionRefusal } from '../session/session-store';
 import { Alert, Loading } from '../ui/Alert';
 import { describeError } from '../ui/errors';
 import { usd } from '../ui/format';
@@ -27,20 +27,54 @@ interface Filters {
   to: string;
 }
 
-/** The filter's dates as the ledger's [from, to) instants. */
+/** The dates the filter takes: what the ledger's DateTime reads (four-digit years), nothing before 1970. */
+const FIRST_DATE = '1970-01-01';
+const LAST_DATE = '9999-12-31';
+
+/**
+ * A date input's value when it is a day the filter can use, else undefined. Date inputs accept years of
+ * five or six digits ("20245-01-01"), which `Date.parse` does not read: such a date is ignored, not used.
+ */
+function validDate(value: string): string | undefined {
+  return /^\d{4}-\d{2}-\d{2}$/.test(value) &&
+    Number.isFinite(Date.parse(`${value}T00:00:00Z`)) &&
+    value >= FIRST_DATE &&
+    value <= LAST_DATE
+    ? value
+    : undefined;
+}
+
+/** The filter's dates as the ledger's [from, to) instants; an invalid date sets no bound. */
 function range(filters: Filters) {
-  const nextDay = (date: string) => new Date(Date.parse(`${date}T00:00:00Z`) + 86_400_000).toISOString();
+  const from = validDate(filters.from);
+  const to = validDate(filters.to);
+  // the day after 9999-12-31 has a five-digit year: up to then is no bound at all
+  const nextDay = (date: string) =>
+    date === LAST_DATE ? null : new Date(Date.parse(`${date}T00:00:00Z`) + 86_400_000).toISOString();
   return {
-    from: filters.from ? `${filters.from}T00:00:00Z` : null,
-    to: filters.to ? nextDay(filters.to) : null,
+    from: from ? `${from}T00:00:00Z` : null,
+    to: to ? nextDay(to) : null,
+    invalid: {
+      from: filters.from !== '' && from === undefined,
+      to: filters.to !== '' && to === undefined,
+    },
   };
 }
 
-export function UsagePanel({ token, chainId }: { token: string; chainId: number }) {
+export function UsagePanel({
+  token,
+  chainId,
+  onSessionRefused,
+}: {
+  token: string;
+  chainId: number;
+  /** The gateway refused the token (revoked, expired, or signed with another JWT_SECRET): its words. */
+  onSessionRefused: (message: string) => void;
+}) {
   const [filters, setFilters] = useState<Filters>({ model: '', from: '', to: '' });
   // cursors[i] is the `after` of page i+1; page 1 has none
   const [cursors, setCursors] = useState<string[]>([]);
-  const { from, to } = range(filters);
+  const { from, to, invalid } = range(filters);
   const live = { refetchInterval: LIVE_REFRESH_MS, refetchIntervalInBackground: false };
 
   const account = useQuery({
@@ -77,8 +111,12 @@ export function UsagePanel({ token, chainId }: { token: string; chainId: number 
     .sort();
   const rows = usage.data?.usage.edges.map((edge) => edge.node) ?? [];
   const pageInfo = usage.data?.usage.pageInfo;
-  const ids = { model: useId(), from: useId(), to: useId() };
+  const ids = { model: useId(), from: useId(), to: useId(), dateHint: useId() };
   const error = account.error ?? usage.error ?? spend.error;
+  const refused = sessionRefusal(error);
+  useEffect(() => {
+    if (refused !== undefined) onSessionRefused(refused);
+  }, [refused, onSessionRefused]);
 
   return (
     <section className="card wide" aria-labelledby="usage-heading">
@@ -87,8 +125,8 @@ export function UsagePanel({ token, chainId }: { token: string; chainId: number 
         <Alert
           tone="error"
           title={
-            error instanceof GatewayError && error.code === 'UNAUTHENTICATED'
-              ? 'This session has ended (revoked or expired): authorize a new one above'
+            refused !== undefined
+              ? 'The gateway no longer accepts this session'
               : 'The ledger could not be read'
           }
         >
@@ -123,21 +161,37 @@ export function UsagePanel({ token, chainId }: { token: string; chainId: number 
           id={ids.from}
           type="date"
           value={filters.from}
-          max={filters.to || undefined}
+          min={FIRST_DATE}
+          max={validDate(filters.to) ?? LAST_DATE}
           onChange={(event) => filter({ from: event.target.value })}
+          aria-invalid={invalid.from}
+          aria-describedby={invalid.from || invalid.to ? ids.dateHint : undefined}
         />
         <label htmlFor={ids.to}>To (UTC)</label>
         <input
           id={ids.to}
           type="date"
           value={filters.to}
-          min={filters.from || undefined}
+          min={validDate(filters.from) ?? FIRST_DATE}
+          max={LAST_DATE}
           onChange={(event) => filter({ to: event.target.value })}
+          aria-invalid={invalid.to}
+          aria-describedby={invalid.from || invalid.to ? ids.dateHint : undefined}
         />
         {(filters.model || filters.from || filters.to) && (
           <button type="button" className="secondary" onClick={() => filter({ model: '', from: '', to: '' })}>
             Clear filters
           </button>
+        )}
+        {(invalid.from || invalid.to) && (
+          <p id={ids.dateHint} className="field-error" role="alert">
+            {invalid.from && invalid.to
+              ? 'Both dates are'
+              : invalid.from
+                ? 'The From date is'
+                : 'The To date is'}{' '}
+            not a day between {FIRST_DATE} and {LAST_DATE}, so it is ignored.
+          </p>
         )}
       </fieldset>
 

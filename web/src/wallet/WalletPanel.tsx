@@ -3,7 +3,7 @@ import type { Terms } from '../gateway/terms';
 import { Address } from '../ui/Address';
 import { Alert } from '../ui/Alert';
 import { describeError } from '../ui/errors';
-import { LOCAL_TEST_ACCOUNT, TEST_ACCOUNT_CONNECTOR } from './wallet-config';
+import { LOCAL_TEST_ACCOUNT, rpcFromWallet, TEST_ACCOUNT_CONNECTOR } from './wallet-config';
 
 /** Connects the owner's wallet and keeps it on the gateway's chain. */
 export function WalletPanel({ terms }: { terms: Terms }) {
@@ -17,6 +17,12 @@ export function WalletPanel({ terms }: { terms: Terms }) {
   const browserWallet = connectors.find((connector) => connector.type === 'injected');
   const testAccount = connectors.find((connector) => connector.id === TEST_ACCOUNT_CONNECTOR);
   const hasBrowserWallet = typeof window !== 'undefined' && 'ethereum' in window;
+  const walletRpcNote = gatewayChain && rpcFromWallet(gatewayChain) && (
+    <p className="hint" data-testid="wallet-rpc-note">
+      This dashboard knows no RPC endpoint for {gatewayChain.name}: it reads the chain through your browser
+      wallet, which must have that network (chain id {terms.chainId}) added and selected.
+    </p>
+  );
 
   if (!connection.isConnected)
     return (
@@ -49,6 +55,7 @@ export function WalletPanel({ terms }: { terms: Terms }) {
           )}
         </div>
         {!hasBrowserWallet && <p className="hint">No browser wallet (EIP-1193) was found in this browser.</p>}
+        {walletRpcNote}
         {testAccount && (
           <p className="hint">
             The test account is anvil's development account <code className="hex">{LOCAL_TEST_ACCOUNT}</code>:
@@ -98,6 +105,7 @@ export function WalletPanel({ terms }: { terms: Terms }) {
           {switchChain.error && <p>{describeError(switchChain.error)}</p>}
         </Alert>
       )}
+      {walletRpcNote}
       <div className="actions">
         <button type="button" className="secondary" onClick={() => disconnect.mutate({})}>
           Disconnect

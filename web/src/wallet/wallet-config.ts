@@ -1,6 +1,6 @@
 import { type Chain, defineChain } from 'viem';
 import { base, baseSepolia } from 'viem/chains';
-import { type Config, createConfig, http, injected, mock } from 'wagmi';
+import { type Config, createConfig, http, injected, mock, type Transport, unstable_connector } from 'wagmi';
 import { LOCAL_CHAIN_ID, type Terms } from '../gateway/terms';
 
 /**
@@ -25,29 +25,56 @@ export function localChain(rpcUrl: string): Chain {
   });
 }
 
-/** The chain the gateway settles on, first: wagmi starts there and the test account lives there. */
+/**
+ * A chain this dashboard has no definition of, from what the gateway says of it: its id, its CAIP-2 name,
+ * and its JSON-RPC endpoint when the gateway publishes one (a local stack does). Without one, the
+ * connected wallet is the chain's only RPC (see `rpcFromWallet`).
+ */
+export function chainFromTerms(terms: Terms): Chain {
+  return defineChain({
+    id: terms.chainId,
+    name: `eip155:${terms.chainId}`,
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: terms.rpcUrl ? [terms.rpcUrl] : [] } },
+  });
+}
+
+/** Whether the dashboard reaches the chain only through the connected browser wallet: it knows no RPC URL. */
+export function rpcFromWallet(chain: Chain): boolean {
+  return chain.rpcUrls.default.http.length === 0;
+}
+
+/**
+ * The chain the gateway settles on, first (wagmi starts there and the test account lives there), then
+ * the others this dashboard knows, to name the network a wallet is on. Any chain id works: one the
+ * dashboard does not know is defined from the gateway's terms.
+ */
 export function gatewayChains(terms: Terms): [Chain, ...Chain[]] {
-  const rpcUrl = terms.rpcUrl ?? import.meta.env.VITE_LOCAL_RPC_URL ?? DEFAULT_LOCAL_RPC;
-  const known = [base, baseSepolia, localChain(rpcUrl)];
-  const own = known.find((chain) => chain.id === terms.chainId);
-  if (!own)
-    throw new Error(`the gateway settles on chain ${terms.chainId}, which this dashboard does not know`);
-  return [own, ...known.filter((chain) => chain !== own)];
+  const localRpc = import.meta.env.VITE_LOCAL_RPC_URL ?? DEFAULT_LOCAL_RPC;
+  const known = [base, baseSepolia, localChain(localRpc)];
+  const own =
+    terms.chainId === LOCAL_CHAIN_ID
+      ? localChain(terms.rpcUrl ?? localRpc)
+      : (known.find((chain) => chain.id === terms.chainId) ?? chainFromTerms(terms));
+  return [own, ...known.filter((chain) => chain.id !== own.id)];
 }
 
 /** Browser wallets (EIP-1193) everywhere; on the local chain also anvil's test account. */
 export function createWalletConfig(terms: Terms): Config {
   const chains = gatewayChains(terms);
   const local = terms.chainId === LOCAL_CHAIN_ID;
+  const transport = (chain: Chain): Transport =>
+    rpcFromWallet(chain)
+      ? // reads go through the browser wallet, on the gateway's chain (it refuses them on another)
+        unstable_connector(injected)
+      : http(chain.rpcUrls.default.http[0], { batch: false });
   return createConfig({
     chains,
     connectors: [
       injected(),
       ...(local ? [mock({ accounts: [LOCAL_TEST_ACCOUNT], features: { reconnect: true } })] : []),
     ],
-    transports: Object.fromEntries(
-      chains.map((chain) => [chain.id, http(chain.rpcUrls.default.http[0], { batch: false })]),
-    ),
+    transports: Object.fromEntries(chains.map((chain) => [chain.id, transport(chain)])),
     pollingInterval: local ? 500 : 4_000,
   });
 }
