@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import { type Address, getAddress, type Hex, isAddress, isHex, zeroAddress } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 
 /** Everything the gateway needs to run; built from the environment by `loadConfig`, or by tests directly. */
 export interface GatewayConfig {
@@ -192,9 +193,6 @@ function readPaymentChain(read: EnvReader, chainId: number): ReconcileConfig['ch
     treasuryAddress: read.requiredAddress('TREASURY_ADDRESS'),
   };
 }
-
-/** The order n of secp256k1: a private key is a number in [1, n-1]. */
-const SECP256K1_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
 
 /** The longest delay a Node.js timer takes (a longer one fires at once). */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -471,9 +469,12 @@ class EnvReader {
     const value = this.required(name);
     if (!isHex(value) || value.length !== 66)
       throw new ConfigError(name, 'must be a 0x-prefixed 32-byte hex key');
-    const key = BigInt(value);
-    if (key === 0n || key >= SECP256K1_ORDER)
+    // What viem signs with: a number in [1, n-1] of secp256k1's order n.
+    try {
+      privateKeyToAccount(value);
+    } catch {
       throw new ConfigError(name, 'must be a secp256k1 private key: not zero, and below the curve order n');
+    }
     return value;
   }
 }

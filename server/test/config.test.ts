@@ -49,6 +49,7 @@ describe('loadConfig', () => {
       },
       limits: {
         bodyLimitBytes: 4 * 1024 * 1024,
+        requestTimeoutMs: 30_000,
         rateLimitMax: 600,
         rateLimitWindowMs: 60_000,
         routeRateLimits: {},
@@ -89,6 +90,7 @@ describe('loadConfig', () => {
       CHAIN_POLL_INTERVAL_MS: '40',
       RELAYER_MAX_FEE_PER_GAS_WEI: '50000000000000000000',
       BODY_LIMIT_BYTES: '1024',
+      REQUEST_TIMEOUT_MS: '120000',
       RATE_LIMIT_MAX: '10',
       RATE_LIMIT_WINDOW_MS: '1000',
       RATE_LIMITS: ' /v1/chat/completions = 600 ,/v1/models/*=30',
@@ -128,6 +130,7 @@ describe('loadConfig', () => {
       },
       limits: {
         bodyLimitBytes: 1024,
+        requestTimeoutMs: 120_000,
         rateLimitMax: 10,
         rateLimitWindowMs: 1000,
         routeRateLimits: { '/v1/chat/completions': 600, '/v1/models/*': 30 },
@@ -245,6 +248,9 @@ describe('each invalid variable stops start-up with one message naming it', () =
     ],
     ['RELAYER_MAX_FEE_PER_GAS_WEI', { RELAYER_MAX_FEE_PER_GAS_WEI: '0' }, 'must be at least 1'],
     ['BODY_LIMIT_BYTES', { BODY_LIMIT_BYTES: '1023' }, 'must be between 1024 and'],
+    ['REQUEST_TIMEOUT_MS', { REQUEST_TIMEOUT_MS: '0' }, 'must be between 1000 and'],
+    ['REQUEST_TIMEOUT_MS', { REQUEST_TIMEOUT_MS: '999' }, 'must be between 1000 and'],
+    ['REQUEST_TIMEOUT_MS', { REQUEST_TIMEOUT_MS: 'soon' }, 'must be a whole number, got "soon"'],
     ['RATE_LIMIT_MAX', { RATE_LIMIT_MAX: '0' }, 'must be between 1 and'],
     ['RATE_LIMIT_WINDOW_MS', { RATE_LIMIT_WINDOW_MS: '1.5' }, 'must be a whole number, got "1.5"'],
     [

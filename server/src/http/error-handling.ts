@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SettlementStateError } from '../billing/settlements.js';
@@ -95,7 +95,7 @@ export function clientErrorHandler(newRequestId: () => string) {
     if (socket.writable && !inFlight?.headersSent) {
       const body = JSON.stringify(failure(apiError.toBody(), inFlight?.req?.url ?? ''));
       socket.write(
-        `HTTP/1.1 ${apiError.statusCode} ${STATUS_TEXT[apiError.statusCode]}\r\n` +
+        `HTTP/1.1 ${apiError.statusCode} ${STATUS_CODES[apiError.statusCode]}\r\n` +
           `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
           `x-request-id: ${id}\r\nconnection: close\r\n\r\n${body}`,
       );
@@ -103,12 +103,6 @@ export function clientErrorHandler(newRequestId: () => string) {
     socket.destroy(error);
   };
 }
-
-const STATUS_TEXT: Record<number, string> = {
-  400: 'Bad Request',
-  408: 'Request Timeout',
-  431: 'Request Header Fields Too Large',
-};
 
 /** Remembers the routes as registered, so a known path asked with another method gets 405, not 404. */
 function trackRoutes(app: FastifyInstance): (path: string) => string[] {

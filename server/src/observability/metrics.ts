@@ -20,8 +20,10 @@ export interface SettlementMetrics {
   replaced(rail: PaymentRail): void;
 }
 
-/** Why an upstream call failed, as `paygate_provider_errors_total{reason}` counts it. */
-/** How a provider call failed; `cut`: by the gateway's own shutdown deadline, not the provider. */
+/**
+ * Why an upstream call failed, as `paygate_provider_errors_total{reason}` counts it; `cut`: by the
+ * gateway's own shutdown deadline, not the provider.
+ */
 export type ProviderFailure = 'timeout' | 'status_4xx' | 'status_5xx' | 'connection' | 'stream' | 'cut';
 
 /** Why a stream's client was disconnected, as `paygate_stream_disconnects_total{reason}` counts it. */

@@ -329,7 +329,8 @@ export function createRelayer(
 }
 
 /**
- * `look`'s answer, asked again a block (at least two polling intervals) later when it found nothing.
+ * `look`'s answer, asked again a block (at least two polling intervals) later when it found nothing
+ * (a falsy answer).
  * Before the gateway concludes that a transaction is gone (and fails a settlement it may pay, whose
  * records a second settlement would then pay again): behind a load balancer, the node asked may be
  * a block behind the one that took or mined it, and answer that it knows no such transaction.
@@ -337,10 +338,9 @@ export function createRelayer(
 export async function onSecondLook<T>(
   client: Pick<PublicClient, 'pollingInterval' | 'getBlock'>,
   look: () => Promise<T>,
-  found: (answer: T) => boolean,
 ): Promise<T> {
   const first = await look();
-  if (found(first)) return first;
+  if (first) return first;
   await delay(Math.max(2 * client.pollingInterval, await blockInterval(client)));
   return look();
 }

@@ -154,11 +154,9 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
     // through (a proxy retried it). Failing it would claim its records again and pay them twice.
     if (
       caught instanceof BroadcastError &&
-      (await onSecondLook(
-        chain.publicClient,
-        () => nodeHolds(chain.publicClient, caught.hash),
-        (held) => held,
-      ).catch(() => true))
+      (await onSecondLook(chain.publicClient, () => nodeHolds(chain.publicClient, caught.hash)).catch(
+        () => true,
+      ))
     )
       throw new BroadcastError('unknown', caught.hash, caught);
     // A node call that failed before anything was sent (fees, nonce, code): retryable, and told

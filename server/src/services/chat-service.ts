@@ -193,8 +193,8 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     try {
       completion = await send();
     } catch (error) {
-      const counted = error instanceof ProviderError ? error.options.usage : undefined;
-      throw await failedBeforeAnswer(input, admission, counted, error);
+      const usage = error instanceof ProviderError ? error.options.usage : undefined;
+      throw await failedBeforeAnswer(input, admission, usage, error);
     }
     const cost = await record(input, admission, completion.usage);
     await addOwedHeaders(input, admission);

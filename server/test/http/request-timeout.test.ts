@@ -4,7 +4,6 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
 import { type Harness, startHarness } from '../providers/gateway-harness.js';
 import { startGatewayProcess } from '../support/gateway-process.js';
 
@@ -129,25 +128,6 @@ describe('answers are not bounded by it', () => {
       ((await res.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message
         .content,
     ).toBe('Slow thought.');
-  });
-});
-
-describe('REQUEST_TIMEOUT_MS', () => {
-  const minimal = {
-    JWT_SECRET: 'a'.repeat(32),
-    CHAIN_RPC_URL: 'https://mainnet.base.org',
-    TREASURY_ADDRESS: '0x00000000000000000000000000000000000000aa',
-    SESSION_KEY_PRIVATE_KEY: `0x${'11'.repeat(32)}`,
-  };
-
-  test('is 30 s by default, and read in milliseconds', () => {
-    expect(loadConfig(minimal).limits.requestTimeoutMs).toBe(30_000);
-    expect(loadConfig({ ...minimal, REQUEST_TIMEOUT_MS: '120000' }).limits.requestTimeoutMs).toBe(120_000);
-  });
-
-  test.each(['0', '999', 'soon'])('refuses %s', (value) => {
-    expect(() => loadConfig({ ...minimal, REQUEST_TIMEOUT_MS: value })).toThrow(ConfigError);
-    expect(() => loadConfig({ ...minimal, REQUEST_TIMEOUT_MS: value })).toThrow(/REQUEST_TIMEOUT_MS/);
   });
 });
 

@@ -15,7 +15,7 @@ function chainWithBlocksEvery(blockSeconds: number) {
 test('a look that found nothing is asked again a block later, not merely two polling intervals', async () => {
   const answers = [null, 'receipt'];
   const started = performance.now();
-  const found = await onSecondLook(chainWithBlocksEvery(2), async () => answers.shift() ?? null, Boolean);
+  const found = await onSecondLook(chainWithBlocksEvery(2), async () => answers.shift() ?? null);
   expect(found).toBe('receipt');
   // Base's 2 s blocks: a node one block behind has caught up by then.
   expect(performance.now() - started).toBeGreaterThanOrEqual(1_990);
@@ -23,14 +23,10 @@ test('a look that found nothing is asked again a block later, not merely two pol
 
 test('a look that found something is not asked again', async () => {
   let looks = 0;
-  const found = await onSecondLook(
-    chainWithBlocksEvery(2),
-    async () => {
-      looks++;
-      return 'receipt';
-    },
-    Boolean,
-  );
+  const found = await onSecondLook(chainWithBlocksEvery(2), async () => {
+    looks++;
+    return 'receipt';
+  });
   expect(found).toBe('receipt');
   expect(looks).toBe(1);
 });

@@ -183,7 +183,7 @@ export async function awaitIfKnown(
     (await chain.publicClient.getTransactionCount({ address: chain.relayer.address, blockTag: 'latest' })) >
       nonce;
   // Its nonce is taken: by one of its transactions (mined since the first look) or by another.
-  const minedOrGone = () => onSecondLook(chain.publicClient, () => receiptOfAny(chain, hashes), Boolean);
+  const minedOrGone = () => onSecondLook(chain.publicClient, () => receiptOfAny(chain, hashes));
   if (await nonceUsed()) return minedOrGone();
   // Not mined within a receipt timeout: replaced when the market asks more than it offers (nodes
   // differ in whether they show a transaction priced below the base fee, so the pool is not asked).

@@ -64,19 +64,18 @@ export async function reconcileX402Settlement(
   // failure then must not undo (`settlement` as read).
   if (!authorization) return fail(store, settlement.id, 'no payment proof was recorded', settlement);
   // Judged against the treasury it was opened to pay, whatever the gateway is configured with now.
-  const treasury = settlement.payTo ?? chain.treasury;
+  const paying: PayingAuthorization = { ...authorization, treasury: settlement.payTo ?? chain.treasury };
   const receipt = settlement.txHash ? await receiptOf(chain, settlement.txHash) : undefined;
-  if (receipt && paysAuthorization(receipt, { ...authorization, treasury }))
-    return confirm(store, settlement.id, receipt);
+  if (receipt && paysAuthorization(receipt, paying)) return confirm(store, settlement.id, receipt);
   // The nonce's state and the expiry read at one block: unused there and expired, it never can be used.
   const head = await chain.publicClient.getBlock({ blockTag: 'latest' });
   const expired = head.timestamp >= authorization.validBefore;
   if (await isNonceSpent(chain, authorization, head.number))
-    return settleFromSpentNonce(deps, settlement.id, { ...authorization, treasury }, expired);
+    return settleFromSpentNonce(deps, settlement.id, paying, expired);
   if (expired) return fail(store, settlement.id, 'the payment authorization expired without being used');
   // The signed authorization is public in the reverted transaction and still valid: anyone can land it.
   if (receipt?.status === 'reverted') return 'pending';
-  return settlement.txHash ? resendIfLost(deps, settlement, { ...authorization, treasury }) : 'pending';
+  return settlement.txHash ? resendIfLost(deps, settlement, paying) : 'pending';
 }
 
 /** Whether the token holds the authorization's nonce as used (or canceled) at `blockNumber`. */
