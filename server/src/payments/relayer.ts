@@ -319,8 +319,12 @@ export function createRelayer(
       await lock.run(sender, async () => {
         try {
           await broadcast(raw);
-        } finally {
+        } catch (error) {
+          // Refused or lost on the way: the node's pending count says where the next nonce is. Taken
+          // (sent, or already known), it changes nothing below the nonce the instances last counted,
+          // which another instance behind a lagging node would otherwise send under again.
           await remember(undefined);
+          throw error;
         }
       });
     },

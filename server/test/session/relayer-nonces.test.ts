@@ -80,6 +80,16 @@ describe.each(testDialects)('relayer nonces kept in the store on %s', (dialect) 
     expect([await minedOk(first.hash), await minedOk(second.hash)]).toEqual([true, true]);
   });
 
+  test("another instance's rebroadcast of a transaction the node holds does not withdraw the shared nonce", async () => {
+    const first = await instance().submit(call(), async () => {});
+    // Recovery on another instance sends a transaction again that the node already holds.
+    await instance().rebroadcast(first.raw);
+    const second = await instance(laggingNode()).submit(call(), async () => {});
+    expect(second.nonce).toBe(first.nonce + 1);
+    await local.testClient.mine({ blocks: 1 });
+    expect([await minedOk(first.hash), await minedOk(second.hash)]).toEqual([true, true]);
+  });
+
   test('a shared nonce from longer ago than a node takes to catch up (before a restart) is ignored', async () => {
     const sender = privateKeyToAccount(local.accounts.payers[key]!.privateKey).address;
     const pending = await local.publicClient.getTransactionCount({ address: sender, blockTag: 'pending' });
