@@ -37,6 +37,18 @@ async function killedOnceSent(payer: SessionPayer) {
   expect(await request).toBeInstanceOf(OpenAI.APIConnectionError);
 }
 
+/** Killed with the settlement in the node's pool, which is mined afterwards. */
+async function killedWhileInPool(payer: SessionPayer) {
+  await pauseMining();
+  try {
+    await killedOnceSent(payer);
+  } finally {
+    // From now on each transaction is mined as it arrives.
+    await stack.local.testClient.setAutomine(true);
+  }
+  await stack.local.testClient.mine({ blocks: 1 });
+}
+
 /** Restarted, the gateway has finished the settlement (once) before it listens; the next request owes nothing. */
 async function restartedAndPaidOnce(payer: SessionPayer, forwardedBefore: number) {
   await stack.restart();
@@ -56,17 +68,10 @@ async function servedWithoutPaying(payer: SessionPayer) {
 }
 
 test('SIGKILL while the settlement is in the pool: mined meanwhile, recorded at restart, paid once', async () => {
-  const { local, probe } = stack;
+  const { probe } = stack;
   const payer = await stack.owingPayer(0);
   const forwarded = probe.forwarded();
-  await pauseMining();
-  try {
-    await killedOnceSent(payer);
-  } finally {
-    // From now on each transaction is mined as it arrives.
-    await local.testClient.setAutomine(true);
-  }
-  await local.testClient.mine({ blocks: 1 });
+  await killedWhileInPool(payer);
   // Start-up finishes the settlement from its receipt before the gateway listens.
   await restartedAndPaidOnce(payer, forwarded);
 });
@@ -136,16 +141,10 @@ test('after the node lost a pending settlement, another payer is settled at once
 });
 
 test('restarted with another TREASURY_ADDRESS while a settlement to the old one was in the pool: confirmed, not paid again', async () => {
-  const { local, probe } = stack;
+  const { probe } = stack;
   const payer = await stack.owingPayer(5);
   const forwarded = probe.forwarded();
-  await pauseMining();
-  try {
-    await killedOnceSent(payer);
-  } finally {
-    await local.testClient.setAutomine(true);
-  }
-  await local.testClient.mine({ blocks: 1 });
+  await killedWhileInPool(payer);
   const treasury = stack.env.TREASURY_ADDRESS!;
   // The operator moves the treasury meanwhile: the settlement still paid the one it was opened for.
   stack.env.TREASURY_ADDRESS = privateKeyToAddress(generatePrivateKey());

@@ -2,7 +2,7 @@ import type OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { JSON_MODE_INSTRUCTION } from '../../src/providers/message-parts.js';
 import { statedCost, TEST_PAYER } from '../support/chat-doubles.js';
-import { collect, type Harness, startHarness } from './gateway-harness.js';
+import { collect, type Harness, report, startHarness, weatherReport } from './gateway-harness.js';
 
 const MODEL = 'anthropic/claude-sonnet-4.5';
 const PNG =
@@ -494,19 +494,6 @@ describe('Anthropic behind /v1/chat/completions', () => {
 });
 
 describe('Structured Outputs (response_format json_schema) on Anthropic', () => {
-  const report = { city: 'Oslo', celsius: -3 };
-  const weatherReport = {
-    name: 'weather_report',
-    description: 'The weather of a city',
-    strict: true,
-    schema: {
-      type: 'object',
-      properties: { city: { type: 'string' }, celsius: { type: 'number' } },
-      required: ['city', 'celsius'],
-      additionalProperties: false,
-    },
-  };
-
   test("the schema goes as output_config.format (no beta header, no instruction); the JSON text comes back, and the openai client's parse() reads it", async () => {
     h.anthropic.script({ text: JSON.stringify(report), usage: { input_tokens: 20, output_tokens: 9 } });
     const answer = await h.client.chat.completions.parse({

@@ -111,3 +111,17 @@ export async function collect(stream: AsyncIterable<OpenAI.Chat.Completions.Chat
   for await (const chunk of stream) chunks.push(chunk);
   return chunks;
 }
+
+/** A Structured Outputs format (`response_format.json_schema`) and an answer it describes. */
+export const weatherReport = {
+  name: 'weather_report',
+  description: 'The weather of a city',
+  strict: true,
+  schema: {
+    type: 'object',
+    properties: { city: { type: 'string' }, celsius: { type: 'number' } },
+    required: ['city', 'celsius'],
+    additionalProperties: false,
+  },
+};
+export const report = { city: 'Oslo', celsius: -3 };

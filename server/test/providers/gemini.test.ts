@@ -3,7 +3,7 @@ import { APIError } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { JSON_MODE_INSTRUCTION } from '../../src/providers/message-parts.js';
 import { statedCost } from '../support/chat-doubles.js';
-import { collect, type Harness, startHarness } from './gateway-harness.js';
+import { collect, type Harness, report, startHarness, weatherReport } from './gateway-harness.js';
 
 const MODEL = 'google/gemini-2.5-flash';
 const JPEG = '/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=';
@@ -530,19 +530,6 @@ describe('Gemini 3 thought signatures', () => {
 });
 
 describe('Structured Outputs (response_format json_schema) on Gemini', () => {
-  const report = { city: 'Oslo', celsius: -3 };
-  const weatherReport = {
-    name: 'weather_report',
-    description: 'The weather of a city',
-    strict: true,
-    schema: {
-      type: 'object',
-      properties: { city: { type: 'string' }, celsius: { type: 'number' } },
-      required: ['city', 'celsius'],
-      additionalProperties: false,
-    },
-  };
-
   test("the schema goes as responseJsonSchema with the JSON response type; the openai client's parse() reads the answer", async () => {
     h.gemini.script({ text: JSON.stringify(report) });
     const answer = await h.client.chat.completions.parse({

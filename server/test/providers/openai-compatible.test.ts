@@ -1,6 +1,6 @@
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { collect, type Harness, startHarness } from './gateway-harness.js';
+import { collect, type Harness, report, startHarness, weatherReport } from './gateway-harness.js';
 
 const MODEL = 'local/llama-3.1-8b';
 
@@ -130,22 +130,8 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
   });
 
   test("Structured Outputs: response_format json_schema goes upstream as given, and the openai client's parse() reads the answer", async () => {
-    const report = { city: 'Oslo', celsius: -3 };
     h.local.script({ text: JSON.stringify(report) });
-    const responseFormat = {
-      type: 'json_schema' as const,
-      json_schema: {
-        name: 'weather_report',
-        description: 'The weather of a city',
-        strict: true,
-        schema: {
-          type: 'object',
-          properties: { city: { type: 'string' }, celsius: { type: 'number' } },
-          required: ['city', 'celsius'],
-          additionalProperties: false,
-        },
-      },
-    };
+    const responseFormat = { type: 'json_schema' as const, json_schema: weatherReport };
     const answer = await h.client.chat.completions.parse({
       model: MODEL,
       messages: [{ role: 'user', content: 'Oslo?' }],
