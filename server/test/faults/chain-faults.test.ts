@@ -104,32 +104,20 @@ test('RPC down at the code check of an account authorized before it existed: 503
   await stack.servedPayingDebt(payer);
 });
 
-test('the node took the settlement but its answer says "nonce too low" (a retried delivery): it is not paid twice', async () => {
-  const { rpc } = stack;
-  const payer = await stack.owingPayer(4);
-  const misreported = rpc.misreportNext('eth_sendRawTransaction', 'nonce too low');
-  const refused = await stack.probe.chat(payer.client(), payer.address);
-  await misreported;
-  expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
-
-  // The next request finds the transaction mined: that one payment is the settlement.
-  const served = await stack.probe.chat(payer.client(), payer.address);
-  expect(served.status).toBe(200);
-  expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
-  expect(stack.probe.violations).toEqual([]);
-  await stack.expectLedgerMatchesChain([payer.address]);
-});
-
-test('"nonce too low" for a settlement the node took, asked about a node a block behind: not paid twice', async () => {
-  const { rpc } = stack;
-  const payer = await stack.owingPayer(6);
-  const misreported = rpc.misreportNext('eth_sendRawTransaction', 'nonce too low');
+test.each([
+  ['the node took the settlement but its answer says "nonce too low" (a retried delivery)', 4, false],
   // Behind a load balancer, the node asked next has not seen the transaction yet.
-  const lagged = rpc.lagNext('eth_getTransactionByHash');
+  ['"nonce too low" for a settlement the node took, asked about a node a block behind', 6, true],
+])('%s: it is not paid twice', async (_case, owner, lagging) => {
+  const { rpc } = stack;
+  const payer = await stack.owingPayer(owner);
+  const misreported = rpc.misreportNext('eth_sendRawTransaction', 'nonce too low');
+  const lagged = lagging ? rpc.lagNext('eth_getTransactionByHash') : undefined;
   const refused = await stack.probe.chat(payer.client(), payer.address);
   await Promise.all([misreported, lagged]);
   expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
 
+  // The next request finds the transaction mined: that one payment is the settlement.
   const served = await stack.probe.chat(payer.client(), payer.address);
   expect(served.status).toBe(200);
   expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);

@@ -16,6 +16,13 @@ const weatherTool = {
   },
 };
 
+/** An assistant's call of get_weather for Oslo, under `id`. */
+const weatherCall = (id: string) => ({
+  id,
+  type: 'function' as const,
+  function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
+});
+
 let h: Harness;
 beforeAll(async () => {
   h = await startHarness();
@@ -235,16 +242,15 @@ describe('Anthropic behind /v1/chat/completions', () => {
   });
 
   test('an empty tool result goes without content, and empty parts leave a result (Anthropic refuses empty text blocks)', async () => {
-    const call = (id: string) => ({
-      id,
-      type: 'function' as const,
-      function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
-    });
     const answer = await h.client.chat.completions.create({
       model: MODEL,
       messages: [
         { role: 'user', content: 'Weather in Oslo, three times?' },
-        { role: 'assistant', content: null, tool_calls: [call('toolu_a'), call('toolu_b'), call('toolu_c')] },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [weatherCall('toolu_a'), weatherCall('toolu_b'), weatherCall('toolu_c')],
+        },
         { role: 'tool', tool_call_id: 'toolu_a', content: '' },
         { role: 'tool', tool_call_id: 'toolu_b', content: [{ type: 'text', text: '' }] },
         {
@@ -465,16 +471,11 @@ describe('Anthropic behind /v1/chat/completions', () => {
   });
 
   test("a user message between two tool results (an agent's screenshot) follows both in the merged turn", async () => {
-    const call = (id: string) => ({
-      id,
-      type: 'function' as const,
-      function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
-    });
     const answer = await h.client.chat.completions.create({
       model: MODEL,
       messages: [
         { role: 'user', content: 'Look twice.' },
-        { role: 'assistant', content: null, tool_calls: [call('toolu_a'), call('toolu_b')] },
+        { role: 'assistant', content: null, tool_calls: [weatherCall('toolu_a'), weatherCall('toolu_b')] },
         { role: 'tool', tool_call_id: 'toolu_a', content: 'rain' },
         { role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x.test/screen.png' } }] },
         { role: 'tool', tool_call_id: 'toolu_b', content: 'snow' },
