@@ -5,7 +5,12 @@ import { debtOf } from './billing/ledger.js';
 import { retryingRecorder } from './billing/retrying-recorder.js';
 import { createUsageRecorder } from './billing/usage-recorder.js';
 import { type Catalog, loadCatalog } from './catalog/catalog.js';
-import { ConfigError, DEFAULT_REQUEST_TIMEOUT_MS, type GatewayConfig } from './config.js';
+import {
+  ConfigError,
+  DEFAULT_DATABASE_QUERY_TIMEOUT_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type GatewayConfig,
+} from './config.js';
 import graphqlRoutes from './graphql/plugin.js';
 import authorizeRoute from './http/authorize-route.js';
 import chatRoute from './http/chat-route.js';
@@ -39,7 +44,7 @@ import { createProviderRegistry } from './providers/registry.js';
 import type { PaymentGate, UsageRecorder } from './services/chat-contracts.js';
 import { type ChatService, createChatService } from './services/chat-service.js';
 import { isStoreUnavailable, openStore, pingStore, type Store } from './store/database.js';
-import { migrateToLatest } from './store/migrate.js';
+import { migrateDatabase, migrateToLatest } from './store/migrate.js';
 import { isSessionActive, revokeSession } from './store/sessions.js';
 import { timeOrderedId } from './store/time-ordered-id.js';
 import { GATEWAY_VERSION } from './version.js';
@@ -98,8 +103,13 @@ export async function buildApp(
     env: process.env,
   });
   const redis = config.redisUrl ? connectRateLimitStore(config.redisUrl) : undefined;
-  const store = overrides.store ?? openStore(config.databaseUrl);
-  await migrateToLatest(store);
+  const store =
+    overrides.store ??
+    openStore(config.databaseUrl, {
+      queryTimeoutMs: config.limits.databaseQueryTimeoutMs ?? DEFAULT_DATABASE_QUERY_TIMEOUT_MS,
+    });
+  if (overrides.store) await migrateToLatest(store);
+  else await migrateDatabase(config.databaseUrl, store);
   // Every instance sharing the store sends from the same relayer key: one nonce at a time among them.
   const chain = createChainClient(config.chain, {
     sendLock: storeSendLock(store, config.chain.chainId),

@@ -126,6 +126,11 @@ export interface LimitsConfig {
   collectorBatchSize: number;
   /** Longest wait for a settlement's receipt before the request is refused (the outbox finishes it later). */
   settlementTimeoutMs: number;
+  /**
+   * PostgreSQL: how long a query may go unanswered before its connection is taken for dead and
+   * dropped (DATABASE_QUERY_TIMEOUT_MS; 0: never). Default DEFAULT_DATABASE_QUERY_TIMEOUT_MS.
+   */
+  databaseQueryTimeoutMs?: number;
   /** Latest expiry a session delegation may have, in seconds from now. */
   sessionMaxLifetimeSeconds: number;
   /** Smallest amount cap (total, or per period) a session delegation may set, in USDC atomic units. */
@@ -197,6 +202,13 @@ function readPaymentChain(read: EnvReader, chainId: number): ReconcileConfig['ch
 /** The longest delay a Node.js timer takes (a longer one fires at once). */
 const MAX_TIMER_MS = 2_147_483_647;
 
+/**
+ * DATABASE_QUERY_TIMEOUT_MS when unset: far above any query the gateway runs while serving, far
+ * below the 15 minutes a dead connection waits for TCP. Migrations go without (an index built over
+ * a large table may take minutes).
+ */
+export const DEFAULT_DATABASE_QUERY_TIMEOUT_MS = 60_000;
+
 /** REQUEST_TIMEOUT_MS when unset: a 4 MiB body (BODY_LIMIT_BYTES) at 140 KB/s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
@@ -260,6 +272,12 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       collectorIntervalMs: read.integer('COLLECTOR_INTERVAL_MS', 30_000, 100, MAX_TIMER_MS),
       collectorBatchSize: read.integer('COLLECTOR_BATCH_SIZE', 100, 1),
       settlementTimeoutMs: read.integer('SETTLEMENT_TIMEOUT_MS', 60_000, 1000, MAX_TIMER_MS),
+      databaseQueryTimeoutMs: read.integer(
+        'DATABASE_QUERY_TIMEOUT_MS',
+        DEFAULT_DATABASE_QUERY_TIMEOUT_MS,
+        0,
+        MAX_TIMER_MS,
+      ),
       sessionMaxLifetimeSeconds: read.integer('SESSION_MAX_LIFETIME_SECONDS', 30 * 86_400, 60),
       sessionMinCapAtomic: BigInt(read.integer('SESSION_MIN_CAP_ATOMIC', 10_000, 1)),
     },

@@ -50,6 +50,7 @@ describe('loadConfig', () => {
       limits: {
         bodyLimitBytes: 4 * 1024 * 1024,
         requestTimeoutMs: 30_000,
+        databaseQueryTimeoutMs: 60_000,
         rateLimitMax: 600,
         rateLimitWindowMs: 60_000,
         routeRateLimits: {},
@@ -91,6 +92,7 @@ describe('loadConfig', () => {
       RELAYER_MAX_FEE_PER_GAS_WEI: '50000000000000000000',
       BODY_LIMIT_BYTES: '1024',
       REQUEST_TIMEOUT_MS: '120000',
+      DATABASE_QUERY_TIMEOUT_MS: '0',
       RATE_LIMIT_MAX: '10',
       RATE_LIMIT_WINDOW_MS: '1000',
       RATE_LIMITS: ' /v1/chat/completions = 600 ,/v1/models/*=30',
@@ -131,6 +133,7 @@ describe('loadConfig', () => {
       limits: {
         bodyLimitBytes: 1024,
         requestTimeoutMs: 120_000,
+        databaseQueryTimeoutMs: 0,
         rateLimitMax: 10,
         rateLimitWindowMs: 1000,
         routeRateLimits: { '/v1/chat/completions': 600, '/v1/models/*': 30 },
@@ -251,6 +254,7 @@ describe('each invalid variable stops start-up with one message naming it', () =
     ['REQUEST_TIMEOUT_MS', { REQUEST_TIMEOUT_MS: '0' }, 'must be between 1000 and'],
     ['REQUEST_TIMEOUT_MS', { REQUEST_TIMEOUT_MS: '999' }, 'must be between 1000 and'],
     ['REQUEST_TIMEOUT_MS', { REQUEST_TIMEOUT_MS: 'soon' }, 'must be a whole number, got "soon"'],
+    ['DATABASE_QUERY_TIMEOUT_MS', { DATABASE_QUERY_TIMEOUT_MS: '-1' }, 'must be a whole number, got "-1"'],
     ['RATE_LIMIT_MAX', { RATE_LIMIT_MAX: '0' }, 'must be between 1 and'],
     ['RATE_LIMIT_WINDOW_MS', { RATE_LIMIT_WINDOW_MS: '1.5' }, 'must be a whole number, got "1.5"'],
     [

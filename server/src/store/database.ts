@@ -55,6 +55,12 @@ export interface StoreOptions {
   lockPoolSize?: number;
   /** PostgreSQL: how long to wait for a payer lock held by another instance. */
   lockTimeoutMs?: number;
+  /**
+   * PostgreSQL: how long a query may go unanswered before its connection is taken for dead (a
+   * network silently dropping packets leaves it waiting about 15 minutes for TCP to give up).
+   * Unset or 0: no bound.
+   */
+  queryTimeoutMs?: number;
   /** SQLite: how long a writer waits for the file lock. */
   busyTimeoutMs?: number;
   /** SQLite: how the WAL is flushed to stable storage (fsync on the thread pool). */
@@ -139,6 +145,15 @@ function preparingOnce(
 
 const INT8_OID = 20;
 const CONNECT_TIMEOUT_MS = 5_000;
+/** pg's error for a query unanswered within `query_timeout`. */
+const QUERY_READ_TIMEOUT = 'Query read timeout';
+
+/** Ends a connection at once, as a network failure would: whoever holds it sees an error, a pool drops it. */
+function closeConnection(client: pg.Client): void {
+  (client as pg.Client & { connection: { stream: { destroy(error: Error): void } } }).connection.stream.destroy(
+    new Error(QUERY_READ_TIMEOUT),
+  );
+}
 /**
  * Asks the server to drop this connection's session within about a minute when the gateway's host
  * vanishes (power loss, a partition) instead of the OS's two hours, so the advisory locks it held
@@ -179,13 +194,31 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
     constructor(config?: pg.ClientConfig) {
       super({ ...config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     }
+
+    // A query that timed out leaves its connection waiting for the answer: it is closed, so that
+    // the pool drops it instead of handing it out again with every later query stuck behind, and
+    // so are the idle ones, opened over the same network and as likely dead.
+    // biome-ignore lint/suspicious/noExplicitAny: pg's overloads (promise or callback) are passed through.
+    override query(...args: any[]): any {
+      const result = (super.query as (...args: unknown[]) => unknown)(...args);
+      if (result instanceof Promise)
+        result.catch((error: unknown) => {
+          if ((error as Error | undefined)?.message !== QUERY_READ_TIMEOUT) return;
+          for (const client of [this, ...idle]) closeConnection(client);
+        });
+      return result;
+    }
   }
+  const idle = new Set<pg.Client>();
+  const queryTimeoutMs = options.queryTimeoutMs ?? 0;
+  const lockTimeouts = { lockMs: options.lockTimeoutMs ?? 60_000, queryMs: queryTimeoutMs };
   const connection = {
     connectionString,
     Client: TimedClient,
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
     onConnect: askForKeepalives,
+    ...(queryTimeoutMs > 0 && { query_timeout: queryTimeoutMs }),
   };
   const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10, types: pgTypes });
   const lockPool = new pg.Pool({ ...connection, max: options.lockPoolSize ?? 16 });
@@ -200,15 +233,17 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
   for (const connections of [pool, lockPool, namedLockPool]) {
     connections.on('error', ignoreConnectionError);
     connections.on('connect', (client) => client.on('error', ignoreConnectionError));
+    connections.on('release', (_error, client) => idle.add(client));
+    connections.on('acquire', (client) => idle.delete(client));
+    connections.on('remove', (client) => idle.delete(client));
   }
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  const lockTimeoutMs = options.lockTimeoutMs ?? 60_000;
   const leaderships: Leadership[] = [];
   return {
     db,
     dialect: 'postgres',
-    withPayerLock: advisoryPayerLock(lockPool, lockTimeoutMs),
-    withLock: advisoryLock(namedLockPool, lockTimeoutMs),
+    withPayerLock: advisoryPayerLock(lockPool, lockTimeouts),
+    withLock: advisoryLock(namedLockPool, lockTimeouts),
     leadership(name) {
       const leadership = advisoryLeadership(namedLockPool, name);
       leaderships.push(leadership);
@@ -256,7 +291,7 @@ export function isStoreUnavailable(error: unknown): boolean {
   if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
   return (
     error instanceof Error &&
-    /^Connection terminated|^timeout expired$|timeout exceeded when trying to connect|Client has encountered a connection error/.test(
+    /^Connection terminated|^timeout expired$|timeout exceeded when trying to connect|Client has encountered a connection error|^Query read timeout$/.test(
       error.message,
     )
   );

@@ -1,12 +1,13 @@
 import { ConfigError, loadDatabaseUrl } from '../config.js';
 import { openStore } from './database.js';
-import { migrateToLatest } from './migrate.js';
+import { migrateDatabase } from './migrate.js';
 
 /** `npm run migrate`: applies pending migrations to DATABASE_URL and exits. */
 async function migrate(): Promise<void> {
-  const store = openStore(loadDatabaseUrl());
+  const databaseUrl = loadDatabaseUrl();
+  const store = openStore(databaseUrl);
   try {
-    const applied = await migrateToLatest(store);
+    const applied = await migrateDatabase(databaseUrl, store);
     console.log(applied.length === 0 ? 'database is up to date' : `applied: ${applied.join(', ')}`);
   } finally {
     await store.close();

@@ -1,5 +1,5 @@
 import { Migrator, sql } from 'kysely';
-import type { Store } from './database.js';
+import { isPostgresUrl, openStore, type Store } from './database.js';
 import { migrations } from './migrations/index.js';
 
 /** Applies every pending migration (safe when several instances start at once); returns the names applied. */
@@ -19,6 +19,21 @@ export async function migrateToLatest(store: Store): Promise<string[]> {
     });
   }
   return results.map((result) => result.migrationName);
+}
+
+/**
+ * Migrates the database `databaseUrl` names. PostgreSQL's on connections of its own without the
+ * query timeout: a migration may build an index over a large table for minutes. (A SQLite file is
+ * the store's own: `:memory:` would be another database.)
+ */
+export async function migrateDatabase(databaseUrl: string, store: Store): Promise<string[]> {
+  if (!isPostgresUrl(databaseUrl)) return migrateToLatest(store);
+  const migrating = openStore(databaseUrl, { queryTimeoutMs: 0, poolSize: 1, lockPoolSize: 1 });
+  try {
+    return await migrateToLatest(migrating);
+  } finally {
+    await migrating.close();
+  }
 }
 
 async function currentSchema(store: Store): Promise<string> {

@@ -68,8 +68,8 @@ export const ADVISORY_LOCK_ID = `hashtextextended(coalesce(current_schema(), '')
  * PostgreSQL mode: a session-level advisory lock keyed by the payer, so every gateway instance
  * sharing the database serializes the same payer.
  */
-export function advisoryPayerLock(lockPool: pg.Pool, lockTimeoutMs: number): PayerLock {
-  const lock = advisoryLock(lockPool, lockTimeoutMs);
+export function advisoryPayerLock(lockPool: pg.Pool, timeouts: AdvisoryLockTimeouts): PayerLock {
+  const lock = advisoryLock(lockPool, timeouts);
   return async (payer, fn) => {
     const key = `paygate:payer:${payer}`;
     try {
@@ -81,25 +81,40 @@ export function advisoryPayerLock(lockPool: pg.Pool, lockTimeoutMs: number): Pay
   };
 }
 
+export interface AdvisoryLockTimeouts {
+  /** How long to wait for a lock another instance holds. */
+  lockMs: number;
+  /** How long any query may go unanswered (its connection is dead); 0: no bound. */
+  queryMs: number;
+}
+
 /**
  * A session-level advisory lock per key, shared by every gateway instance on the database. Locks
  * are held on connections of their own pool: waiting for a lock must never starve the query pool
  * that the lock holder needs. Within this process an in-process mutex queues first, so one key
  * takes one lock connection.
  */
-export function advisoryLock(lockPool: pg.Pool, lockTimeoutMs: number): KeyedLock {
+export function advisoryLock(lockPool: pg.Pool, timeouts: AdvisoryLockTimeouts): KeyedLock {
   const mutex = new KeyedMutex();
+  // Taken at once if free (the usual case), so that a dead connection is found within the query
+  // timeout; only a lock another instance holds is waited for, up to the lock timeout.
+  const wait = {
+    text: `with timeout as (select set_config('lock_timeout', $2, false))
+           select pg_advisory_lock(${ADVISORY_LOCK_ID}) from timeout`,
+    ...(timeouts.queryMs > 0 && { query_timeout: timeouts.lockMs + timeouts.queryMs }),
+  };
   return (key, fn) =>
     mutex.run(key, async () => {
       const client = await lockPool.connect();
       let broken = false;
       try {
         try {
-          await client.query(
-            `with timeout as (select set_config('lock_timeout', $2, false))
-             select pg_advisory_lock(${ADVISORY_LOCK_ID}) from timeout`,
-            [key, `${Math.floor(lockTimeoutMs)}ms`],
+          const taken = await client.query<{ taken: boolean }>(
+            `select pg_try_advisory_lock(${ADVISORY_LOCK_ID}) as taken`,
+            [key],
           );
+          if (!taken.rows[0]?.taken)
+            await client.query({ ...wait, values: [key, `${Math.floor(timeouts.lockMs)}ms`] });
         } catch (error) {
           if ((error as { code?: string }).code === LOCK_TIMEOUT_CODE) throw new LockTimeoutError(key);
           broken = true;

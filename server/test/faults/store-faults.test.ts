@@ -11,6 +11,7 @@ import { startTcpProxy, type TcpProxy, throughProxy } from './tcp-proxy.js';
 const databaseUrl = process.env.DATABASE_URL?.startsWith('postgres') ? process.env.DATABASE_URL : undefined;
 const redisUrl = process.env.REDIS_URL;
 const IN_FLIGHT_LIMIT = 3;
+const QUERY_TIMEOUT_MS = 1_500;
 
 describe.skipIf(!databaseUrl || !redisUrl)(
   'PostgreSQL (DATABASE_URL) and Redis (REDIS_URL) briefly unreachable',
@@ -41,7 +42,7 @@ describe.skipIf(!databaseUrl || !redisUrl)(
       databaseUrl: () => database.url,
       gatewayDatabaseUrl: () => throughProxy(database.url, postgresProxy),
       redisUrl: () => throughProxy(redisUrl as string, redisProxy),
-      limits: { maxInFlightPerPayer: IN_FLIGHT_LIMIT },
+      limits: { maxInFlightPerPayer: IN_FLIGHT_LIMIT, databaseQueryTimeoutMs: QUERY_TIMEOUT_MS },
     });
 
     /** Holds `IN_FLIGHT_LIMIT` requests at the provider, checks the next one is refused, lets them finish. */
@@ -91,6 +92,21 @@ describe.skipIf(!databaseUrl || !redisUrl)(
       const payer = await stack.owingPayer(1);
       await stack.refusedWhileCut(payer, postgresProxy, '503 service_unavailable');
       expect(alive(stack.gateway.pid)).toBe(true);
+      await stack.servedPayingDebt(payer);
+    });
+
+    test('PostgreSQL silent (packets dropped, connections left open): requests are refused within DATABASE_QUERY_TIMEOUT_MS, and served on fresh connections once it is back', async () => {
+      const payer = await stack.owingPayer(4);
+      const started = performance.now();
+      // Refused, not held for the 15 minutes TCP takes to give a silent connection up.
+      await stack.refusedWhileCut(
+        payer,
+        { cut: () => postgresProxy.stall(), restore: () => postgresProxy.restore() },
+        '503 service_unavailable',
+      );
+      expect(performance.now() - started).toBeLessThan(QUERY_TIMEOUT_MS + 5_000);
+      expect(alive(stack.gateway.pid)).toBe(true);
+      // The stalled connections stay silent for good: served at once on new ones.
       await stack.servedPayingDebt(payer);
     });
 

@@ -12,6 +12,11 @@ export interface TcpProxy {
   restore(): void;
   /** Every open connection is reset now, and new ones are reset as they arrive, until `restore`. */
   cut(): void;
+  /**
+   * A network silently dropping packets: open connections stay open but carry nothing more, for
+   * good; new ones are accepted and never reach the service, until `restore`.
+   */
+  stall(): void;
   /** Connections made through the proxy since it started. */
   connections(): number;
   /** Connections reset on arrival while it was cut. */
@@ -21,7 +26,15 @@ export interface TcpProxy {
 
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   const pairs = new Set<[Socket, Socket]>();
+  const silent = new Set<Socket>();
   let down = false;
+  let stalled = false;
+  /** Reads and drops whatever `socket` receives, sending nothing. */
+  const silence = (socket: Socket) => {
+    silent.add(socket);
+    socket.on('error', () => silent.delete(socket)).on('close', () => silent.delete(socket));
+    socket.resume();
+  };
   let made = 0;
   let refused = 0;
   const server = createServer((client) => {
@@ -30,6 +43,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       client.resetAndDestroy();
       return;
     }
+    if (stalled) return silence(client);
     made++;
     const upstream = connect(target.port, target.host);
     const pair: [Socket, Socket] = [client, upstream];
@@ -51,6 +65,18 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       upstream.destroy();
     }
     pairs.clear();
+    for (const socket of silent) socket.destroy();
+    silent.clear();
+  };
+  const stall = () => {
+    stalled = true;
+    for (const [client, upstream] of pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      silence(client);
+      silence(upstream);
+    }
+    pairs.clear();
   };
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -58,8 +84,10 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     port: (server.address() as AddressInfo).port,
     restore() {
       down = false;
+      stalled = false;
     },
     cut,
+    stall,
     connections: () => made,
     refused: () => refused,
     async close() {
