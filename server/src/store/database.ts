@@ -150,9 +150,9 @@ const QUERY_READ_TIMEOUT = 'Query read timeout';
 
 /** Ends a connection at once, as a network failure would: whoever holds it sees an error, a pool drops it. */
 function closeConnection(client: pg.Client): void {
-  (client as pg.Client & { connection: { stream: { destroy(error: Error): void } } }).connection.stream.destroy(
-    new Error(QUERY_READ_TIMEOUT),
-  );
+  (
+    client as pg.Client & { connection: { stream: { destroy(error: Error): void } } }
+  ).connection.stream.destroy(new Error(QUERY_READ_TIMEOUT));
 }
 /**
  * Asks the server to drop this connection's session within about a minute when the gateway's host
