@@ -25,7 +25,10 @@ export interface OpenAIWireUsage {
   completion_tokens_details?: { reasoning_tokens?: number };
 }
 
-export type OpenAIReply = ScriptedReply<OpenAIFinishReason, OpenAIWireUsage>;
+export type OpenAIReply = ScriptedReply<OpenAIFinishReason, OpenAIWireUsage> & {
+  /** Answer without any usage, streamed or not (servers that ignore `stream_options.include_usage`). */
+  unmetered?: boolean;
+};
 export type OpenAIStep = ScriptStep<OpenAIReply>;
 
 export function startOpenAICompatibleSimulator(
@@ -41,14 +44,14 @@ export function startOpenAICompatibleSimulator(
     const answer = answerOf(body, step);
     if (body.stream !== true) {
       if (step.delayMs) await sleep(step.delayMs);
-      return exchange.json(200, completion(answer));
+      return exchange.json(200, { ...completion(answer), ...(step.unmetered && { usage: undefined }) });
     }
     const error = frame(
       errorBody({ status: 500, message: 'The server had an error while processing your request.' }),
     );
     await sendFrames(
       exchange,
-      streamFrames(answer, body.stream_options?.include_usage === true),
+      streamFrames(answer, body.stream_options?.include_usage === true && !step.unmetered),
       step,
       error,
     );

@@ -21,10 +21,18 @@ export interface SettlementMetrics {
 }
 
 /**
- * Why an upstream call failed, as `paygate_provider_errors_total{reason}` counts it; `cut`: by the
- * gateway's own shutdown deadline, not the provider.
+ * Why an upstream call failed, as `paygate_provider_errors_total{reason}` counts it; `answer`: the
+ * provider's answer itself reported the failure (an error event in its stream, a function call
+ * Gemini could not make); `cut`: by the gateway's own shutdown deadline, not the provider.
  */
-export type ProviderFailure = 'timeout' | 'status_4xx' | 'status_5xx' | 'connection' | 'stream' | 'cut';
+export type ProviderFailure =
+  | 'timeout'
+  | 'status_4xx'
+  | 'status_5xx'
+  | 'connection'
+  | 'stream'
+  | 'answer'
+  | 'cut';
 
 /** Why a stream's client was disconnected, as `paygate_stream_disconnects_total{reason}` counts it. */
 export type StreamDisconnect =
@@ -58,6 +66,8 @@ export interface GatewayMetrics extends SettlementMetrics {
     seconds: number,
   ): void;
   providerFirstToken(provider: string, seconds: number): void;
+  /** An upstream call completed without the provider stating its answer's usage. */
+  usageUnreported(provider: string): void;
   /** A stream's client was disconnected for not reading it. */
   streamDisconnected(reason: StreamDisconnect): void;
   /** A usage record was written: its tokens by kind, and its cost. */
@@ -111,7 +121,7 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
   });
   const providerErrors = new Counter({
     name: 'paygate_provider_errors_total',
-    help: 'Upstream calls that failed, by provider and reason (timeout, status_4xx, status_5xx, connection, stream; cut: by the gateway at its shutdown deadline)',
+    help: 'Upstream calls that failed, by provider and reason (timeout, status_4xx, status_5xx, connection, stream; answer: reported in the answer itself; cut: by the gateway at its shutdown deadline)',
     labelNames: ['provider', 'reason'] as const,
     registers,
   });
@@ -120,6 +130,12 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     help: 'Time from an upstream streaming call to its first content, by provider',
     labelNames: ['provider'] as const,
     buckets: PROVIDER_BUCKETS,
+    registers,
+  });
+  const unreportedUsage = new Counter({
+    name: 'paygate_provider_usage_unreported_total',
+    help: 'Answers a provider completed without stating their usage, by provider: billed only for the tokens it did state (an OpenAI-compatible upstream ignoring stream_options.include_usage)',
+    labelNames: ['provider'] as const,
     registers,
   });
   const streamDisconnects = new Counter({
@@ -228,6 +244,9 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     },
     providerFirstToken(provider, seconds) {
       providerFirstToken.observe({ provider }, seconds);
+    },
+    usageUnreported(provider) {
+      unreportedUsage.inc({ provider });
     },
     streamDisconnected(reason) {
       streamDisconnects.inc({ reason });

@@ -39,6 +39,7 @@ function meteredAdapter(
     try {
       const completion = await send();
       metrics.providerCall(provider, 'complete', 'ok', elapsedSeconds(started));
+      if (!completion.usage.exact) metrics.usageUnreported(provider);
       return completion;
     } catch (error) {
       metrics.providerCall(provider, 'complete', outcomeOf(error), elapsedSeconds(started));
@@ -67,6 +68,7 @@ function meteredAdapter(
             yield parts;
           }
           metrics.providerCall(provider, 'stream', 'ok', elapsedSeconds(started));
+          if (!upstream.usage().exact) metrics.usageUnreported(provider);
         } catch (error) {
           const outcome = outcomeOf(error);
           metrics.providerCall(
@@ -97,7 +99,7 @@ function outcomeOf(error: unknown): ProviderFailure {
   if (!(error instanceof ProviderError)) return 'connection';
   if (error.options.timeout) return 'timeout';
   const status = error.upstreamStatus;
-  if (status === undefined) return 'connection';
+  if (status === undefined) return error.options.reported || error.options.usage ? 'answer' : 'connection';
   return status >= 500 ? 'status_5xx' : 'status_4xx';
 }
 

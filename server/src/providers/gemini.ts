@@ -285,13 +285,11 @@ const FILTERED = new Set([
  */
 const FAILED_CALLS = new Set(['MALFORMED_FUNCTION_CALL', 'UNEXPECTED_TOOL_CALL', 'TOO_MANY_TOOL_CALLS']);
 
-function failedCalls(reason: string, usage?: MeteredUsage): ProviderError {
+function failedCalls(reason: string, usage: MeteredUsage): ProviderError {
   return new ProviderError(
     `the answer ended with ${reason}: Gemini could not make its function call`,
     undefined,
-    {
-      usage,
-    },
+    { usage },
   );
 }
 
@@ -352,7 +350,7 @@ export class GeminiStreamDecoder implements StreamDecoder {
     if (this.finishReason === undefined)
       throw new ProviderError('the answer stream ended before a finishReason', undefined);
     this.metered.exact = true;
-    if (FAILED_CALLS.has(this.finishReason)) throw failedCalls(this.finishReason);
+    if (FAILED_CALLS.has(this.finishReason)) throw failedCalls(this.finishReason, this.usage());
     return [{ type: 'finish', finishReason: geminiFinishReason(this.finishReason, this.toolCalls > 0) }];
   }
 }

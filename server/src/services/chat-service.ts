@@ -25,6 +25,7 @@ import type { Admission, PaymentGate, StatedCost, UsageRecorder } from './chat-c
 /** The request log of the route (pino's signature). */
 export interface ChatLog {
   info(details: object, message: string): void;
+  warn(details: object, message: string): void;
   error(details: object, message: string): void;
 }
 
@@ -197,6 +198,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
       throw await failedBeforeAnswer(input, admission, usage, error);
     }
     const cost = await record(input, admission, completion.usage);
+    warnIfUnmetered(input, completion.usage);
     await addOwedHeaders(input, admission);
     return chatCompletion(answerIdentity(input.model.id), completion, cost);
   };
@@ -240,6 +242,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
         }
       }
       if (failure === undefined && cost !== undefined) {
+        warnIfUnmetered(input, usage);
         if (input.clientGone.aborted)
           return input.log.info(
             { usage },
@@ -308,6 +311,19 @@ async function addOwedHeaders(input: ChatInput, admission: Admission): Promise<v
   } catch (error) {
     input.log.error({ err: error }, 'could not state what the payer owes; answering without those headers');
   }
+}
+
+/**
+ * An answer the provider completed without stating its usage (an OpenAI-compatible upstream that
+ * sends none, or ignores `stream_options.include_usage`) is billed as the tokens it did state, often
+ * none: said at warn level, for the operator to fix the upstream or its catalog entry.
+ */
+function warnIfUnmetered(input: ChatInput, usage: MeteredUsage): void {
+  if (!usage.exact)
+    input.log.warn(
+      { model: input.model.id, usage },
+      'the provider did not report the usage of this answer; it is billed only for the tokens reported',
+    );
 }
 
 /** The stream of a client that left before it opened. */

@@ -16,7 +16,7 @@ import {
   processPayerLock,
 } from './payer-lock.js';
 import type { Database } from './schema.js';
-import { sqliteUsageWriter, type UsageWriter } from './sqlite-usage-writer.js';
+import { sqliteUsageWriter, USAGE_WRITER_LOST, type UsageWriter } from './sqlite-usage-writer.js';
 import { type FileSync, WalSyncingSqliteDialect, walSync } from './sqlite-wal-sync.js';
 import {
   type EarlierUsageRows,
@@ -161,17 +161,26 @@ function closeConnection(client: pg.Client): void {
  * each setting on its own, so a server refusing one (tcp_user_timeout before PostgreSQL 12) keeps
  * the others.
  */
-async function askForKeepalives(client: pg.ClientBase): Promise<void> {
-  for (const [name, value] of SERVER_KEEPALIVES)
+async function askForKeepalives(client: pg.ClientBase, settings = SERVER_KEEPALIVES): Promise<void> {
+  for (const [name, value] of settings)
     await client.query('select set_config($1, $2, false)', [name, value]).catch(() => undefined);
 }
 
-const SERVER_KEEPALIVES = [
+const SERVER_KEEPALIVES: ReadonlyArray<readonly [string, string]> = [
   ['tcp_keepalives_idle', '30'],
   ['tcp_keepalives_interval', '10'],
   ['tcp_keepalives_count', '3'],
   ['tcp_user_timeout', '60000'],
-] as const;
+  // A lock connection sits idle while its holder settles: a server ending idle sessions
+  // (idle_session_timeout) would free the lock under it.
+  ['idle_session_timeout', '0'],
+];
+/**
+ * How much longer than the server's statement_timeout the client waits for an answer: a statement
+ * running too long is cancelled by the server (a definite failure: a usage record cancelled is not
+ * written later); only a dead connection leaves the client's bound to run out.
+ */
+const CLIENT_TIMEOUT_GRACE_MS = 5_000;
 const NAMED_LOCK_CONNECTIONS = 4;
 
 /** int8 as bigint, per pool (not pg's global parsers); numeric (sums) stays a string. */
@@ -220,7 +229,16 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
     onConnect: askForKeepalives,
     ...(queryTimeoutMs > 0 && { query_timeout: queryTimeoutMs }),
   };
-  const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10, types: pgTypes });
+  const queries =
+    queryTimeoutMs > 0
+      ? {
+          ...connection,
+          query_timeout: queryTimeoutMs + CLIENT_TIMEOUT_GRACE_MS,
+          onConnect: (client: pg.ClientBase) =>
+            askForKeepalives(client, [...SERVER_KEEPALIVES, ['statement_timeout', String(queryTimeoutMs)]]),
+        }
+      : connection;
+  const pool = new pg.Pool({ ...queries, max: options.poolSize ?? 10, types: pgTypes });
   const lockPool = new pg.Pool({ ...connection, max: options.lockPoolSize ?? 16 });
   // Named locks are taken inside payer locks (the relayer's, while a payer is settled) and
   // leadership holds a connection for good: on payer-lock connections they could wait forever
@@ -282,6 +300,7 @@ const UNAVAILABLE_CODES = new Set([
   '40P01',
   '40001',
   'SQLITE_BUSY',
+  USAGE_WRITER_LOST,
 ]);
 
 /** The database could not be reached, or a lock held elsewhere did not come free: retrying may succeed. */

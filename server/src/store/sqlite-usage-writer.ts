@@ -9,6 +9,9 @@ export interface UsageWriter {
   close(): Promise<void>;
 }
 
+/** The code of a write whose worker stopped before answering: the write may be retried. */
+export const USAGE_WRITER_LOST = 'USAGE_WRITER_LOST';
+
 interface Pending {
   resolve(earlier: EarlierUsageRows): void;
   reject(error: Error): void;
@@ -43,11 +46,15 @@ export function sqliteUsageWriter(options: UsageWorkerOptions): UsageWriter {
       for (const waiter of drainWaiters.splice(0)) waiter();
     }
   };
-  // A worker that failed or stopped answers nothing more: its writes fail (they may have
-  // committed; a retry of the same request id returns the stored record) and the next write starts another.
-  const lose = (lost: Worker, error: Error) => {
+  // A worker that failed or stopped answers nothing more: its writes fail as unavailable (they may
+  // have committed; a retry of the same request id returns the stored record) and the next write
+  // starts another.
+  const lose = (lost: Worker, cause: Error) => {
     if (worker !== lost) return;
     worker = undefined;
+    const error = Object.assign(new Error(`the usage writer stopped: ${cause.message}`, { cause }), {
+      code: USAGE_WRITER_LOST,
+    });
     for (const id of [...pending.keys()]) settle(id, (waiter) => waiter.reject(error));
   };
   const start = () => {

@@ -9,7 +9,8 @@ import SqliteDatabase from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { findUsageRecord, recordUsage, UsageConflictError } from '../../src/billing/ledger.js';
+import { findUsageRecord, recordUsage, recordUsages, UsageConflictError } from '../../src/billing/ledger.js';
+import { zeroUsage } from '../../src/providers/usage.js';
 import { isPostgresUrl, isStoreUnavailable, openStore, type Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 import { migrations } from '../../src/store/migrations/index.js';
@@ -198,7 +199,12 @@ describe('SQLite usage writer (worker thread)', () => {
     // The worker cannot open a file in a directory that does not exist: it ends before answering.
     const writer = sqliteUsageWriter({ path: file, busyTimeoutMs: 1000 });
     try {
-      await expect(writer.write([])).rejects.toThrow(/directory does not exist|unable to open/);
+      const lost = await writer.write([]).catch((error: unknown) => error);
+      expect(lost).toMatchObject({
+        message: expect.stringMatching(/directory does not exist|unable to open/),
+      });
+      // Retried by the recorder: the write may have committed, and under its request id it is found.
+      expect(isStoreUnavailable(lost)).toBe(true);
       const store = openStore(file);
       try {
         await migrateToLatest(store);
@@ -317,17 +323,25 @@ test('a PostgreSQL server that never answers fails a connection in 5 s, as unava
 });
 
 describe.runIf(testDialects.includes('postgres'))('PostgreSQL connections', () => {
-  test('ask the server to drop a vanished gateway within about a minute (its advisory locks come free)', async () => {
+  test('ask the server to drop a vanished gateway within about a minute (its advisory locks come free), and to keep idle sessions', async () => {
     const database = await createTestDatabase('postgres');
     try {
-      const store = await database.open();
-      const shown = await sql<{
-        idle: string;
-        timeout: string;
-      }>`select current_setting('tcp_keepalives_idle') as idle, current_setting('tcp_user_timeout') as timeout`.execute(
-        store.db,
-      );
-      expect(shown.rows[0]).toEqual({ idle: '30', timeout: '60000' });
+      // A server that ends idle sessions (its configuration, here given at connection).
+      const url = new URL(database.url);
+      url.searchParams.set('options', `${url.searchParams.get('options')} -c idle_session_timeout=1000`);
+      const store = openStore(url.toString());
+      try {
+        const shown = await sql<{
+          idle: string;
+          timeout: string;
+          session: string;
+        }>`select current_setting('tcp_keepalives_idle') as idle, current_setting('tcp_user_timeout') as timeout,
+             current_setting('idle_session_timeout') as session`.execute(store.db);
+        // Idle sessions are kept: ended, a lock connection idle while its holder settles frees the lock.
+        expect(shown.rows[0]).toEqual({ idle: '30', timeout: '60000', session: '0' });
+      } finally {
+        await store.close();
+      }
     } finally {
       await database.drop();
     }
@@ -365,6 +379,43 @@ describe.runIf(testDialects.includes('postgres'))('PostgreSQL connections', () =
       expect(aborted.reason).toMatchObject({ code: '40P01' });
       expect(isStoreUnavailable(aborted.reason)).toBe(true);
     } finally {
+      await database.drop();
+    }
+  });
+
+  test('a usage write held behind a lock past the query timeout fails for good: the server cancels it, it is not written later', async () => {
+    const database = await createTestDatabase('postgres');
+    const store = await database.open({ queryTimeoutMs: 300 });
+    const blocker = openStore(database.url, { poolSize: 1 });
+    try {
+      const record = {
+        requestId: 'held-behind-a-migration',
+        payer: '0x00000000000000000000000000000000000000c3' as const,
+        rail: 'session' as const,
+        model: 'anthropic/claude-sonnet-4.5',
+        usage: zeroUsage(true),
+        cost: { providerPicoUsd: 1n, commissionPicoUsd: 0n, totalPicoUsd: 1n },
+      };
+      // As a migration building an index over the table would, for longer than the timeout.
+      const lockedFor = (ms: number) =>
+        blocker.db.transaction().execute(async (trx) => {
+          await sql`lock table usage_records in share mode`.execute(trx);
+          await new Promise((resolve) => setTimeout(resolve, ms));
+        });
+      const locked = lockedFor(1_000);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const error = await recordUsages(store, [record]).catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ code: '57014' });
+      expect(isStoreUnavailable(error)).toBe(true);
+      await locked;
+      const written = await store.db
+        .selectFrom('usage_records')
+        .select('request_id')
+        .where('request_id', '=', record.requestId)
+        .execute();
+      expect(written).toEqual([]);
+    } finally {
+      await blocker.close();
       await database.drop();
     }
   });

@@ -10,7 +10,8 @@ import type { GatewayConfig } from '../../src/config.js';
 import { createGatewayMetrics } from '../../src/observability/metrics.js';
 import { meteredProviders } from '../../src/observability/provider-metrics.js';
 import type { ProviderRegistry } from '../../src/providers/registry.js';
-import { type ProviderAdapter, UpstreamCutError } from '../../src/providers/types.js';
+import { type ProviderAdapter, ProviderError, UpstreamCutError } from '../../src/providers/types.js';
+import { zeroUsage } from '../../src/providers/usage.js';
 import { gateDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
 import { parseExposition, type Sample, sampleValue } from './prometheus-text.js';
@@ -147,10 +148,29 @@ describe('GET /metrics', () => {
     expect(sampleValue(samples, 'paygate_provider_request_duration_seconds_count', failed)).toBe(2);
   });
 
-  test('a provider call the gateway cut at its shutdown deadline is counted as cut, not as the provider failing', async () => {
+  test.each([
+    [
+      'cut, by the gateway at its shutdown deadline',
+      new UpstreamCutError('the call to anthropic was cut'),
+      'cut',
+    ],
+    [
+      'answer, an error event the provider sent',
+      new ProviderError('overloaded', undefined, { reported: true }),
+      'answer',
+    ],
+    [
+      'answer, a function call Gemini could not make',
+      new ProviderError('the answer ended with MALFORMED_FUNCTION_CALL', undefined, {
+        usage: zeroUsage(true),
+      }),
+      'answer',
+    ],
+    ['connection, a transport failure', new ProviderError('could not be reached', undefined), 'connection'],
+  ])('a failed provider call is counted by what failed: %s', async (_case, error, reason) => {
     const metrics = createGatewayMetrics();
     const adapter: ProviderAdapter = {
-      prepareCompletion: () => () => Promise.reject(new UpstreamCutError('the call to anthropic was cut')),
+      prepareCompletion: () => () => Promise.reject(error),
       prepareStream: () => () => Promise.reject(new Error('not called')),
     };
     const model = loadCatalog().models.find((candidate) => candidate.id === MODEL)!;
@@ -158,11 +178,9 @@ describe('GET /metrics', () => {
     const send = meteredProviders(registry, metrics)
       .adapterFor(model)
       .prepareCompletion({ model, request: { model: model.id, messages: [] }, requestId: 'r' });
-    await expect(send()).rejects.toBeInstanceOf(UpstreamCutError);
+    await expect(send()).rejects.toBe(error);
     const samples = parseExposition(await metrics.registry.metrics());
-    expect(
-      sampleValue(samples, 'paygate_provider_errors_total', { provider: 'anthropic', reason: 'cut' }),
-    ).toBe(1);
+    expect(sampleValue(samples, 'paygate_provider_errors_total', { provider: 'anthropic', reason })).toBe(1);
     expect(total(samples, 'paygate_provider_errors_total')).toBe(1);
   });
 

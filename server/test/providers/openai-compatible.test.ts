@@ -203,6 +203,30 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
     expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 9, outputTokens: 7, exact: true });
   });
 
+  test.each([false, true])(
+    'an answer the upstream states no usage of (stream: %s) is served, billed only for what was stated, and counted for the operator',
+    async (stream) => {
+      const unreported = async () => {
+        const metrics = await h.app.inject({ method: 'GET', url: '/metrics' });
+        const line = metrics.body.match(
+          /^paygate_provider_usage_unreported_total\{provider="local"\} (\d+)$/m,
+        );
+        return Number(line?.[1] ?? 0);
+      };
+      const before = await unreported();
+      h.local.script({ text: 'Unmetered.', unmetered: true });
+      const request = { model: MODEL, messages: [{ role: 'user' as const, content: 'Hi' }] };
+      const text = stream
+        ? (await collect(await h.client.chat.completions.create({ ...request, stream: true })))
+            .map((chunk) => chunk.choices[0]?.delta.content ?? '')
+            .join('')
+        : (await h.client.chat.completions.create(request)).choices[0]!.message.content;
+      expect(text).toBe('Unmetered.');
+      expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 0, outputTokens: 0, exact: false });
+      expect(await unreported()).toBe(before + 1);
+    },
+  );
+
   test('an upstream taking max_completion_tokens (OpenAI) gets the limit in that field, whichever the client used', async () => {
     const asked = [{ max_tokens: 50 }, { max_completion_tokens: 60 }, {}];
     for (const limit of asked)
