@@ -1,5 +1,5 @@
 import type { StatedCost, UsageRecorder } from '../services/chat-contracts.js';
-import type { Store } from '../store/database.js';
+import { isStoreUnavailable, type Store } from '../store/database.js';
 import { type NewUsageRecord, recordUsages, type UsageConflictError, type UsageRecord } from './ledger.js';
 import { formatUsd } from './money.js';
 import { type CostBreakdown, costOf, pricesFor } from './pricing.js';
@@ -31,6 +31,12 @@ export function createUsageRecorder(store: Store, commissionBps: number): UsageR
 // Bounded so that one transaction stays well under the databases' bound-parameter limits.
 const MAX_BATCH = 256;
 
+interface QueuedRecord {
+  entry: NewUsageRecord;
+  resolve(record: UsageRecord): void;
+  reject(error: unknown): void;
+}
+
 /**
  * Queues records and writes whatever is queued in one batch, then the next: the first waits for
  * the current event-loop turn to end (so that answers arriving together share a commit), later
@@ -39,26 +45,28 @@ const MAX_BATCH = 256;
 function groupCommit(
   writeBatch: (entries: NewUsageRecord[]) => Promise<Array<UsageRecord | UsageConflictError>>,
 ): (entry: NewUsageRecord) => Promise<UsageRecord> {
-  let queue: Array<{
-    entry: NewUsageRecord;
-    resolve(record: UsageRecord): void;
-    reject(error: unknown): void;
-  }> = [];
+  let queue: QueuedRecord[] = [];
   let flushing = false;
+  const write = async (batch: QueuedRecord[]) => {
+    try {
+      const results = await writeBatch(batch.map((item) => item.entry));
+      batch.forEach((item, i) => {
+        const result = results[i];
+        if (result instanceof Error || result === undefined) item.reject(result);
+        else item.resolve(result);
+      });
+    } catch (error) {
+      // A record the database refuses (a cost beyond its integers, say) must not take the others
+      // of its batch with it: each is written alone. An outage fails them all (they are retried).
+      if (batch.length > 1 && !isStoreUnavailable(error)) for (const item of batch) await write([item]);
+      else for (const item of batch) item.reject(error);
+    }
+  };
   const flush = async () => {
     while (queue.length > 0) {
       const batch = queue.slice(0, MAX_BATCH);
       queue = queue.slice(MAX_BATCH);
-      try {
-        const results = await writeBatch(batch.map((item) => item.entry));
-        batch.forEach((item, i) => {
-          const result = results[i];
-          if (result instanceof Error || result === undefined) item.reject(result);
-          else item.resolve(result);
-        });
-      } catch (error) {
-        for (const item of batch) item.reject(error);
-      }
+      await write(batch);
     }
     flushing = false;
   };
