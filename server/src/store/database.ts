@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { type Dialect, Kysely, PostgresDialect, SqliteAdapter, SqliteDialect, sql } from 'kysely';
 import type pg from 'pg';
 import { advisoryLeadership, type Leadership, soleLeadership } from './leadership.js';
 import {
@@ -99,7 +99,7 @@ function openSqlite(path: string, options: StoreOptions): Store {
     // Every chat request writes a usage record: its insert, commit and fsync run on a worker thread.
     usageWriter = sqliteUsageWriter({ path, busyTimeoutMs });
   }
-  const db = new Kysely<Database>({ dialect });
+  const db = new Kysely<Database>({ dialect: withTransactionalDdl(dialect) });
   return {
     db,
     dialect: 'sqlite',
@@ -112,6 +112,26 @@ function openSqlite(path: string, options: StoreOptions): Store {
       await db.destroy();
     },
   };
+}
+
+/**
+ * SQLite's schema changes are transactional, though Kysely's adapter says otherwise: said so, its
+ * migrator runs pending migrations in one transaction, and one failing halfway (a full disk, a kill
+ * during start-up) leaves none of its statements applied instead of a schema no start can migrate.
+ */
+function withTransactionalDdl(dialect: Dialect): Dialect {
+  return {
+    createDriver: () => dialect.createDriver(),
+    createQueryCompiler: () => dialect.createQueryCompiler(),
+    createIntrospector: (db) => dialect.createIntrospector(db),
+    createAdapter: () => new TransactionalDdlSqliteAdapter(),
+  };
+}
+
+class TransactionalDdlSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
+  }
 }
 
 /** Statements kept prepared; beyond this many distinct texts (batch sizes vary them) the cache starts over. */

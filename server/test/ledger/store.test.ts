@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import SqliteDatabase from 'better-sqlite3';
-import { sql } from 'kysely';
+import { Migrator, sql } from 'kysely';
 import { afterAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { findUsageRecord, recordUsage, recordUsages, UsageConflictError } from '../../src/billing/ledger.js';
@@ -282,6 +282,36 @@ describe('SQLite usage writer (worker thread)', () => {
       await store.close();
     }
   });
+});
+
+test('a SQLite migration failing halfway leaves none of its changes: the next start migrates again', async () => {
+  const store = openStore(join(scratch, 'half-migrated', 'gateway.sqlite'));
+  try {
+    const failing = new Migrator({
+      db: store.db,
+      provider: {
+        getMigrations: async () => ({
+          '0001-half': {
+            async up(db) {
+              await db.schema.dropTable('payers').ifExists().execute();
+              await db.schema.createTable('half').addColumn('id', 'integer').execute();
+              throw new Error('the disk is full');
+            },
+          },
+        }),
+      },
+    });
+    const { error } = await failing.migrateToLatest();
+    expect(error).toMatchObject({ message: 'the disk is full' });
+    const tables = await sql<{ name: string }>`select name from sqlite_master where type = 'table'`.execute(
+      store.db,
+    );
+    expect(tables.rows.map((row) => row.name)).not.toContain('half');
+    // The real migrations still apply.
+    await migrateToLatest(store);
+  } finally {
+    await store.close();
+  }
 });
 
 describe.each(testDialects)('migrations on %s', (dialect) => {
