@@ -80,10 +80,14 @@ function formatRequestError(error: Error): GraphQLFormattedError {
     );
   const gql = error instanceof GraphQLError ? error : new GraphQLError(error.message);
   let code: GraphqlErrorCode = 'GRAPHQL_VALIDATION_FAILED';
-  if ((error as { code?: string }).code === 'MER_ERR_GQL_QUERY_DEPTH') code = 'QUERY_TOO_DEEP';
-  else if (error.message.startsWith('Syntax Error')) code = 'GRAPHQL_PARSE_FAILED';
-  else if (error.message.startsWith('Variable "$')) code = 'BAD_USER_INPUT';
+  if (error.message.startsWith('Syntax Error')) code = 'GRAPHQL_PARSE_FAILED';
+  else if (isVariableError(error)) code = 'BAD_USER_INPUT';
   return withCode(gql, code);
+}
+
+/** graphql-js' refusal of a request's variables: missing, or not of their declared type. */
+export function isVariableError(error: Error): boolean {
+  return error.message.startsWith('Variable "$');
 }
 
 function formatExecutionError(

@@ -1,9 +1,20 @@
-import { type DocumentNode, type GraphQLSchema, Kind } from 'graphql';
+import {
+  type DocumentNode,
+  type GraphQLSchema,
+  getOperationAST,
+  Kind,
+  type OperationDefinitionNode,
+  type SelectionNode,
+  type SelectionSetNode,
+} from 'graphql';
 import { type ComplexityEstimator, getComplexity, simpleEstimator } from 'graphql-query-complexity';
-import { graphqlError } from './errors.js';
+import { graphqlError, isVariableError } from './errors.js';
 
-/** Deepest nesting accepted: settlements > records > node > cost > total > usd fits, loops through settlement > records do not. */
-export const MAX_QUERY_DEPTH = 10;
+/**
+ * Deepest nesting accepted: settlements > records > node > cost > total > usd fits, loops through
+ * settlement > records do not. Introspection is not counted (see INTROSPECTION_FIELDS).
+ */
+const MAX_QUERY_DEPTH = 10;
 /** Roughly the fields resolved: two full pages of 100 usage records with their settlements. */
 export const MAX_QUERY_COMPLEXITY = 10_000;
 export const MAX_PAGE_SIZE = 100;
@@ -19,14 +30,34 @@ const MAX_QUERY_BYTES = 64 * 1024;
 /**
  * A field summing a payer's whole history (or a date range of it) in the database, where a page
  * reads at most `first` rows: fewer than ten fit in MAX_QUERY_COMPLEXITY, and the dashboard asks
- * for two per request.
+ * for two per request. Introspection's entry points cost as much: each walks the schema, resolving
+ * hundreds of fields for a handful of selections (the node limit alone let a request walk it 200 times).
  */
 const AGGREGATE_COMPLEXITY = 1_000;
-const AGGREGATE_FIELDS: ReadonlySet<string> = new Set(['Query.spend', 'Me.debt', 'Me.totals']);
+const AGGREGATE_FIELDS: ReadonlySet<string> = new Set([
+  'Query.spend',
+  'Me.debt',
+  'Me.totals',
+  'Query.__schema',
+  'Query.__type',
+]);
+/**
+ * A connection runs a database query for every parent it is selected under, however few items it
+ * asks for, holding SQLite's event loop as long as a hundred fields or more take to resolve. Charged
+ * per call: a page of 100 usage records with each settlement's records(first: 0) ran 101 queries
+ * for about 400 points.
+ */
+const PAGE_COMPLEXITY = 100;
+/**
+ * Introspection is bounded by the schema rather than by the depth limit: graphql-js' validation
+ * refuses its lists of fields, interfaces or possible types nested three deep (MaxIntrospectionDepthRule),
+ * while its own getIntrospectionQuery(), which code generators and API clients send, nests 15 deep.
+ */
+const INTROSPECTION_FIELDS: ReadonlySet<string> = new Set(['__schema', '__type']);
 
-/** A connection's selection costs `first` times over. */
+/** A connection costs its query, and its selection `first` times over. */
 const pagedEstimator: ComplexityEstimator = ({ args, childComplexity }) =>
-  typeof args.first === 'number' ? 1 + childComplexity * Math.max(0, args.first) : undefined;
+  typeof args.first === 'number' ? PAGE_COMPLEXITY + childComplexity * Math.max(0, args.first) : undefined;
 
 const aggregateEstimator: ComplexityEstimator = ({ type, field, childComplexity }) =>
   AGGREGATE_FIELDS.has(`${type.name}.${field.name}`) ? AGGREGATE_COMPLEXITY + childComplexity : undefined;
@@ -44,34 +75,81 @@ export function enforceQuerySize(source: string): void {
     );
 }
 
-/** Refuses an operation whose estimated cost is above the limit (checked for every operation in the document). */
-export function enforceComplexity(
+/**
+ * Refuses the operation the request runs when it nests too deep or costs too much; the document's
+ * other operations never run. One that cannot run (no operation of that name) is left to graphql-js.
+ */
+export function enforceOperationLimits(
   schema: GraphQLSchema,
   document: DocumentNode,
   variables: Record<string, unknown> | undefined,
+  operationName: string | undefined,
 ): void {
-  const operations = document.definitions.flatMap((definition) =>
-    definition.kind === Kind.OPERATION_DEFINITION ? [definition.name?.value] : [],
-  );
-  for (const operationName of operations) {
-    let complexity: number;
-    try {
-      complexity = getComplexity({
-        schema,
-        query: document,
-        variables,
-        operationName,
-        estimators,
-        maxQueryNodes: MAX_QUERY_NODES,
-      });
-    } catch (error) {
-      throw graphqlError('QUERY_TOO_COMPLEX', (error as Error).message, 400);
+  const operation = getOperationAST(document, operationName);
+  if (!operation) return;
+  const depth = operationDepth(document, operation);
+  if (depth > MAX_QUERY_DEPTH)
+    throw graphqlError(
+      'QUERY_TOO_DEEP',
+      `the query nests fields ${depth} deep, above the limit of ${MAX_QUERY_DEPTH}; ask for fewer nested fields`,
+      400,
+    );
+  enforceComplexity(schema, document, variables, operation.name?.value);
+}
+
+/**
+ * How many fields deep an operation nests (the document is validated: its fragments exist and do
+ * not cycle). A fragment adds no level; each is measured once, as spreads of spreads multiply paths.
+ */
+function operationDepth(document: DocumentNode, operation: OperationDefinitionNode): number {
+  const fragments = new Map<string, SelectionSetNode>();
+  for (const definition of document.definitions)
+    if (definition.kind === Kind.FRAGMENT_DEFINITION)
+      fragments.set(definition.name.value, definition.selectionSet);
+  const fragmentDepths = new Map<string, number>();
+  const setDepth = (selectionSet: SelectionSetNode | undefined): number =>
+    Math.max(0, ...(selectionSet?.selections ?? []).map(selectionDepth));
+  const selectionDepth = (selection: SelectionNode): number => {
+    if (selection.kind === Kind.INLINE_FRAGMENT) return setDepth(selection.selectionSet);
+    if (selection.kind === Kind.FIELD)
+      return INTROSPECTION_FIELDS.has(selection.name.value) ? 0 : 1 + setDepth(selection.selectionSet);
+    const name = selection.name.value;
+    let depth = fragmentDepths.get(name);
+    if (depth === undefined) {
+      depth = setDepth(fragments.get(name));
+      fragmentDepths.set(name, depth);
     }
-    if (complexity > MAX_QUERY_COMPLEXITY)
-      throw graphqlError(
-        'QUERY_TOO_COMPLEX',
-        `the query's complexity is ${complexity}, above the limit of ${MAX_QUERY_COMPLEXITY}; ask for fewer items or fields (spend, debt and totals cost ${AGGREGATE_COMPLEXITY} each)`,
-        400,
-      );
+    return depth;
+  };
+  return setDepth(operation.selectionSet);
+}
+
+function enforceComplexity(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  variables: Record<string, unknown> | undefined,
+  operationName: string | undefined,
+): void {
+  let complexity: number;
+  try {
+    complexity = getComplexity({
+      schema,
+      query: document,
+      variables,
+      operationName,
+      estimators,
+      maxQueryNodes: MAX_QUERY_NODES,
+    });
+  } catch (error) {
+    // Above the node limit, or variables that do not coerce: mercurius has graphql-js check them only
+    // when the request sends some, and they are refused as it refuses them.
+    const code = isVariableError(error as Error) ? 'BAD_USER_INPUT' : 'QUERY_TOO_COMPLEX';
+    throw graphqlError(code, (error as Error).message, 400);
   }
+  if (complexity > MAX_QUERY_COMPLEXITY)
+    throw graphqlError(
+      'QUERY_TOO_COMPLEX',
+      `the query's complexity is ${complexity}, above the limit of ${MAX_QUERY_COMPLEXITY}; ask for fewer items or fields (spend, debt and totals cost ${AGGREGATE_COMPLEXITY} each, as do __schema and __type; a page ${PAGE_COMPLEXITY} plus first times its fields)`,
+      400,
+    );
 }

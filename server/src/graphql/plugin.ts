@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { DocumentNode } from 'graphql';
-import mercurius from 'mercurius';
+import { type DocumentNode, getOperationAST, Kind, parse } from 'graphql';
+import mercurius, { type MercuriusContext } from 'mercurius';
 import { authenticateCaller } from '../auth/jwt.js';
 import type { Store } from '../store/database.js';
 import { isSessionActive } from '../store/sessions.js';
 import { formatGraphqlErrors, graphqlError } from './errors.js';
-import { enforceComplexity, enforceQuerySize, MAX_QUERY_DEPTH, MAX_QUERY_TOKENS } from './limits.js';
+import { enforceOperationLimits, enforceQuerySize, MAX_QUERY_TOKENS } from './limits.js';
 import { type LedgerContext, ledgerResolvers } from './resolvers.js';
 
 export interface GraphqlOptions {
@@ -30,25 +30,27 @@ export default async function graphqlRoutes(app: FastifyInstance, options: Graph
     resolvers: ledgerResolvers(),
     path: '/graphql',
     graphiql: false,
-    queryDepth: MAX_QUERY_DEPTH,
     // `maxTokens` (graphql 16's name; `maxLexicalTokens` is newer): mercurius recognises its error
     // and does not retry the text as a JSON syntax tree.
     graphql: { parseOptions: { maxTokens: MAX_QUERY_TOKENS } },
     errorFormatter: formatGraphqlErrors,
     context: (request: FastifyRequest): Promise<LedgerContext> => callerContext(request, store, adminToken),
   });
-  app.graphql.addHook('preParsing', async (_schema, source) => enforceQuerySize(source));
+  app.graphql.addHook('preParsing', async (_schema, source, context) => {
+    enforceQuerySize(source);
+    if (context.reply?.request.method === 'GET') enforceNamedOperation(source, requestedOperation(context));
+  });
   app.graphql.addHook('preValidation', async (_schema, document) => {
     // Mercurius takes a query that fails to parse but is JSON as a ready-made syntax tree; only the
     // parser's own documents reach validation. Their `loc` is a Location, whose method JSON cannot forge.
     if (typeof (document as Partial<DocumentNode> | null)?.loc?.toJSON !== 'function')
       throw graphqlError('GRAPHQL_PARSE_FAILED', 'the query is not a GraphQL document', 400);
   });
-  app.graphql.addHook('preExecution', async (schema, document, _context, variables) => {
+  app.graphql.addHook('preExecution', async (schema, document, context, variables) => {
     // A GET request's `variables` is any JSON text; graphql-js asserts (and so fails) on a non-object.
     if (variables != null && (typeof variables !== 'object' || Array.isArray(variables)))
       throw graphqlError('BAD_USER_INPUT', 'variables must be a JSON object', 400);
-    enforceComplexity(schema, document, variables);
+    enforceOperationLimits(schema, document, variables, requestedOperation(context));
   });
 }
 
@@ -66,4 +68,38 @@ async function callerContext(
   } catch (error) {
     return { store, caller: null, authError: error as Error };
   }
+}
+
+/** The request's operationName, which mercurius does not hand its hooks. */
+function requestedOperation(context: MercuriusContext): string | undefined {
+  const request = context.reply?.request;
+  const params = request?.method === 'POST' ? request.body : request?.query;
+  const name = (params as { operationName?: unknown } | undefined)?.operationName;
+  return typeof name === 'string' ? name : undefined;
+}
+
+/**
+ * Mercurius refuses mutations over GET by reading the operation a GET request runs, which fails (an
+ * internal error) when the request names none: an unknown operationName, or several operations and
+ * no name. Refused here first, in graphql-js' words over POST. The query text is parsed once more,
+ * but it fits in a URL; one that does not parse, or holds no operation, fails mercurius' validation.
+ */
+function enforceNamedOperation(source: string, operationName: string | undefined): void {
+  let document: DocumentNode;
+  try {
+    document = parse(source, { maxTokens: MAX_QUERY_TOKENS });
+  } catch {
+    return;
+  }
+  const hasOperation = document.definitions.some(
+    (definition) => definition.kind === Kind.OPERATION_DEFINITION,
+  );
+  if (!hasOperation || getOperationAST(document, operationName)) return;
+  throw graphqlError(
+    'BAD_REQUEST',
+    operationName === undefined
+      ? 'Must provide operation name if query contains multiple operations.'
+      : `Unknown operation named "${operationName}".`,
+    400,
+  );
 }

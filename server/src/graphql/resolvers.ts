@@ -45,7 +45,14 @@ function parseDateTime(value: unknown): Date {
   const date = typeof value === 'string' && ISO_8601.test(value) ? new Date(value) : undefined;
   if (!date || Number.isNaN(date.getTime()))
     throw new GraphQLError('DateTime must be an ISO 8601 string such as 2025-06-01 or 2025-06-01T12:00:00Z');
+  const day = (value as string).slice(0, 10);
+  if (!isCalendarDay(day)) throw new GraphQLError(`DateTime must be a calendar date: ${day} is not one`);
   return date;
+}
+
+/** V8 takes any day up to 31 and rolls it over (2030-04-31 is May 1st): a real day reads back the same. */
+function isCalendarDay(day: string): boolean {
+  return new Date(day).toISOString().startsWith(day);
 }
 
 const DateTime = new GraphQLScalarType<Date, string>({

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { getIntrospectionQuery } from 'graphql';
 import type { KyselyPlugin } from 'kysely';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
@@ -134,6 +135,17 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
       url: '/graphql',
       headers: token ? { authorization: `Bearer ${token}` } : {},
       payload: { query, variables },
+    });
+    return { status: res.statusCode, body: res.json() };
+  }
+
+  /** A request as a client builds it: its parameters in the URL for GET, as the JSON body for POST. */
+  async function send(method: 'GET' | 'POST', params: Record<string, string>, token?: string) {
+    const res = await app.inject({
+      method,
+      url: method === 'GET' ? `/graphql?${new URLSearchParams(params)}` : '/graphql',
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+      payload: method === 'POST' ? params : undefined,
     });
     return { status: res.statusCode, body: res.json() };
   }
@@ -522,6 +534,97 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
         expect(status).toBe(200);
         expect(body.errors).toBeUndefined();
       }
+    });
+
+    test('a connection costs its database query however few items it asks for', async () => {
+      // Settlement.records queries once per usage record: 24 of these ran 2,400 queries for 9,625 points.
+      const perRecord = aliases(
+        24,
+        'usage(first: 100) { edges { node { settlement { records(first: 0) { pageInfo { hasNextPage } } } } } }',
+      );
+      const emptyPages = (count: number) => aliases(count, 'usage(first: 0) { pageInfo { hasNextPage } }');
+      for (const query of [perRecord, emptyPages(101)]) {
+        const { status, body } = await gql(query, {}, aliceToken);
+        expect(status).toBe(400);
+        expect(codes(body)).toEqual(['QUERY_TOO_COMPLEX']);
+        expect(body.errors[0].message).toMatch(/a page 100 plus first times its fields/);
+      }
+      const fine = await gql(emptyPages(90), {}, aliceToken);
+      expect(fine.body.errors).toBeUndefined();
+    });
+
+    test('only the operation that runs is limited, and its variables are checked even when none are sent', async () => {
+      const document =
+        'query A($n: Int!) { usage(first: $n) { edges { cursor } } } query B { me { wallet } }';
+      for (const method of ['POST', 'GET'] as const) {
+        const other = await send(method, { query: document, operationName: 'B' }, aliceToken);
+        expect(other).toEqual({ status: 200, body: { data: { me: { wallet: alice } } } });
+        // Without `variables`, mercurius has graphql-js check none: a missing one was QUERY_TOO_COMPLEX.
+        const missing = await send(method, { query: document, operationName: 'A' }, aliceToken);
+        expect(missing.status).toBe(400);
+        expect(codes(missing.body)).toEqual(['BAD_USER_INPUT']);
+        expect(missing.body.errors[0].message).toBe(
+          'Variable "$n" of required type "Int!" was not provided.',
+        );
+      }
+    });
+
+    test('GET naming no operation it can run is refused as POST refuses it', async () => {
+      const requests: Record<string, string>[] = [
+        { query: 'query A { me { wallet } }', operationName: 'Nope' },
+        { query: 'query A { me { wallet } } query B { me { wallet } }' },
+      ];
+      for (const params of requests) {
+        const post = await send('POST', params, aliceToken);
+        expect(post.status).toBe(400);
+        expect(codes(post.body)).toEqual(['BAD_REQUEST']);
+        // Twice: mercurius then has the document cached, and runs no validation hook for it.
+        for (const get of [await send('GET', params, aliceToken), await send('GET', params, aliceToken)])
+          expect(get).toEqual(post);
+      }
+    });
+
+    test('impossible calendar dates are refused, not rolled over into the next month', async () => {
+      for (const to of ['2030-04-31', '2030-02-30', '2030-02-29T12:00:00Z']) {
+        const variable = await gql(
+          'query ($to: DateTime) { usage(to: $to) { edges { cursor } } }',
+          { to },
+          aliceToken,
+        );
+        expect(variable.status).toBe(400);
+        expect(codes(variable.body)).toEqual(['BAD_USER_INPUT']);
+        expect(variable.body.errors[0].message).toMatch(/^Variable "\$to" got invalid value .* is not one$/);
+        // A literal is checked with the document, as any malformed DateTime.
+        const literal = await gql(`{ spend(groupBy: DAY, to: "${to}") { key } }`, {}, aliceToken);
+        expect(literal.status).toBe(400);
+        expect(codes(literal.body)).toEqual(['GRAPHQL_VALIDATION_FAILED']);
+        expect(literal.body.errors[0].message).toContain(`${to.slice(0, 10)} is not one`);
+      }
+      const leapDay = await gql(usageQuery, { first: 1, to: '2028-02-29' }, aliceToken);
+      expect(leapDay.body.errors).toBeUndefined();
+    });
+
+    test("graphql's standard introspection query passes: introspection is not held to the depth limit", async () => {
+      const { status, body } = await gql(getIntrospectionQuery());
+      expect(status).toBe(200);
+      expect(body.errors).toBeUndefined();
+      expect(body.data.__schema.queryType).toMatchObject({ name: 'Query' });
+    });
+
+    test('introspection stays bounded: its nested lists by validation, its copies by complexity', async () => {
+      const nested = await gql(
+        '{ __schema { types { fields { type { fields { type { fields { name } } } } } } } }',
+      );
+      expect(nested.status).toBe(400);
+      expect(codes(nested.body)).toEqual(['GRAPHQL_VALIDATION_FAILED']);
+      // Eight selections resolving 400 fields: the node limit let 200 copies through.
+      const walk = '__schema { types { fields { type { ofType { ofType { fields { name } } } } } } }';
+      const copies = await gql(aliases(10, walk));
+      expect(copies.status).toBe(400);
+      expect(codes(copies.body)).toEqual(['QUERY_TOO_COMPLEX']);
+      const fine = await gql(aliases(9, walk));
+      expect(fine.status).toBe(200);
+      expect(fine.body.errors).toBeUndefined();
     });
 
     test('a NUL character in a filter or a cursor is BAD_USER_INPUT naming the argument', async () => {
