@@ -5,6 +5,11 @@ import { ConfigError, loadConfig } from './config.js';
 async function main(): Promise<void> {
   const config = loadConfig();
   const app = await buildApp(config);
+  // A library's promise rejected with no one waiting for it (x402 left one when the node failed a
+  // call it no longer awaited) would end the process, and every request in flight with it.
+  process.on('unhandledRejection', (reason) => {
+    app.log.error({ err: reason }, 'unhandled promise rejection: logged, the gateway serves on');
+  });
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) {

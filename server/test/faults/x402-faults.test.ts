@@ -1,7 +1,12 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Address } from 'viem';
 import { type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
-import { expect, test, vi } from 'vitest';
+import { afterAll, expect, test, vi } from 'vitest';
 import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
+import { startGatewayProcess } from '../support/gateway-process.js';
 import { confirmedAmount, reconcileWithChain } from '../support/ledger-checks.js';
 import { chatBody, openaiClient, payingClient, payingFetch } from '../x402/harness.js';
 import { SMALL_COST, SMALL_USAGE, useFaultStack } from './harness.js';
@@ -86,4 +91,48 @@ test('the node fails while an x402 settlement is in flight: 503, nothing forward
   await stack.local.testClient.mine({ blocks: 1 });
   expect(await x402Chat(payer)).toBe(200);
   await expectPaidOnce([payer.address], before);
+});
+
+/** The gateway's log lines about a promise rejected with no one waiting for it. */
+const unhandledRejections = () =>
+  stack.gateway.logs.filter((log) => String(log.msg).startsWith('unhandled promise rejection'));
+
+test('the node fails while a proof is verified: 503 with retry-after, and nothing x402 left running ends the gateway', async () => {
+  const payer = await x402Payer(3);
+  // A new process: once x402 found the asset to be a contract, it does not ask for 15 minutes.
+  await stack.gateway.stop();
+  await stack.restart();
+  const failing = stack.rpc.downFrom('eth_getCode');
+  try {
+    expect(await x402Chat(payer)).toBe(503);
+    await failing;
+  } finally {
+    stack.rpc.pass();
+  }
+  expect(await x402Chat(payer)).toBe(200);
+  expect(unhandledRejections()).toEqual([]);
+});
+
+const preloads = mkdtempSync(join(tmpdir(), 'paygate-preload-'));
+afterAll(() => rmSync(preloads, { recursive: true, force: true }));
+
+test('a promise rejected with no one waiting for it (a library bug) is logged as an error, and the gateway serves on', async () => {
+  // Such a bug on demand: SIGUSR2 rejects a promise no one handles.
+  const preload = join(preloads, 'reject-on-sigusr2.mjs');
+  writeFileSync(
+    preload,
+    "process.on('SIGUSR2', () => { Promise.reject(new Error('a rejection no one handles')); });\n",
+  );
+  await stack.gateway.stop();
+  stack.gateway = await startGatewayProcess({
+    ...stack.env,
+    NODE_OPTIONS: `--import ${pathToFileURL(preload).href}`,
+  });
+  process.kill(stack.gateway.pid, 'SIGUSR2');
+  await vi.waitFor(() => expect(unhandledRejections()).toHaveLength(1), { timeout: 5_000, interval: 20 });
+  expect(unhandledRejections()[0]).toMatchObject({
+    level: 50,
+    err: { message: 'a rejection no one handles' },
+  });
+  expect(await x402Chat(await x402Payer(4))).toBe(200);
 });

@@ -215,6 +215,16 @@ export function sendProof(stack: X402Stack, header: string, value: string): Prom
   });
 }
 
+/** What the gateway asks of a chat request without credentials (the PAYMENT-REQUIRED of its 402). */
+export async function requirementsAsked(stack: X402Stack): Promise<PaymentRequired> {
+  const asked = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(chatBody),
+  });
+  return requiredOf(asked.headers);
+}
+
 /** A v2 proof of `amount` signed by the stock client against the gateway's requirements edited by `edit`. */
 export async function proofFor(
   stack: X402Stack,
@@ -222,12 +232,7 @@ export async function proofFor(
   amount: bigint,
   edit: (accepts: PaymentRequired['accepts'][number]) => PaymentRequired['accepts'][number] = (a) => a,
 ): Promise<string> {
-  const asked = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(chatBody),
-  });
-  const required = requiredOf(asked.headers);
+  const required = await requirementsAsked(stack);
   const client = new x402Client();
   registerExactEvmScheme(client, { signer });
   client.setSpendControls(false);

@@ -1,6 +1,6 @@
 import type { Address, Hash } from 'viem';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
+import { createPayerAccount, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsage } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { recordAuthorization } from '../../src/payments/x402/authorizations.js';
@@ -10,12 +10,16 @@ import { completedRequest } from '../support/usage-entries.js';
 import {
   authorizationOf,
   chat,
+  freshEoa,
   landTransfer,
+  type PayerSigner,
   payerOwingSmallCost,
   proofFor,
   requiredOf,
   SMALL_COST,
   sendProof,
+  settlementOf,
+  smartSigner,
   useX402Stack,
 } from './harness.js';
 
@@ -33,10 +37,15 @@ beforeAll(() => {
 });
 
 /** Sends the proof; while the gateway's transaction is held before it reaches the node, runs `meanwhile`. */
-async function whileItsTransactionIsHeld(header: string, meanwhile: () => Promise<unknown>) {
-  const broadcast = rpc.stallFrom('eth_sendRawTransaction');
+function whileItsTransactionIsHeld(header: string, meanwhile: () => Promise<unknown>) {
+  return whileHeld(header, () => rpc.stallFrom('eth_sendRawTransaction'), meanwhile);
+}
+
+/** Sends the proof; once `hold` (armed before it is sent) holds the gateway's calls to the node, runs `meanwhile`. */
+async function whileHeld(header: string, hold: () => Promise<void>, meanwhile: () => Promise<unknown>) {
+  const held = hold();
   const answer = sendProof(stack, 'PAYMENT-SIGNATURE', header);
-  await broadcast;
+  await held;
   try {
     await meanwhile();
   } finally {
@@ -77,6 +86,37 @@ describe("the payer's nonce spent before the gateway's transaction lands", () =>
   });
 });
 
+describe("the proof's authorization landed by someone else before the gateway sends it", () => {
+  test.each<[string, () => Promise<void>, boolean]>([
+    ['as its transaction would be sent', () => rpc.stallFrom('eth_estimateGas'), false],
+    // Landed once the proof checked out, blocks before the settlement opens: its settlement looks
+    // for it from before the verification.
+    [
+      'as its proof was verified, blocks before the settlement opened',
+      () => rpc.stallAfter('eth_call'),
+      true,
+    ],
+  ])(
+    '%s: the settlement is confirmed by that transaction, the payer is not asked to pay again',
+    async (_, hold, newBlock) => {
+      const payer = await payerOwingSmallCost(stack);
+      const header = await proofFor(stack, payer, SMALL_COST);
+      const before = await treasuryBalance();
+      let landed: Hash | undefined;
+
+      const response = await whileHeld(header, hold, async () => {
+        landed = await landTransfer(stack.local, payer, authorizationOf(header));
+        if (newBlock) await stack.local.testClient.mine({ blocks: 1 });
+      });
+      expect(response.status).toBe(200);
+      expect(settlementOf(response.headers)).toMatchObject({ success: true, transaction: landed });
+      const settlements = await settlementsOf(stack.gateway.store, payer.address);
+      expect(settlements.map((s) => [s.status, s.txHash])).toEqual([['confirmed', landed]]);
+      expect(await treasuryBalance()).toBe(before + SMALL_COST);
+    },
+  );
+});
+
 describe("the gateway's transaction reverts while its authorization stays valid", () => {
   test('the payer is held with 503 (no new proof is taken), and once anyone lands the authorization it pays once', async () => {
     const payer = await payerOwingSmallCost(stack);
@@ -114,7 +154,7 @@ describe("the gateway's transaction reverts while its authorization stays valid"
 });
 
 describe('the chain cannot be read', () => {
-  test('as the settlement would open: 503 with retry-after, nothing left open, then the debt is paid once', async () => {
+  test('as the proof of the debt would be verified: 503 with retry-after, nothing left open, then the debt is paid once', async () => {
     const payer = await payerOwingSmallCost(stack);
     const before = await usdcBalance(stack.local, payer.address);
     const failing = rpc.downFrom('eth_blockNumber');
@@ -135,6 +175,42 @@ describe('the chain cannot be read', () => {
     const { exchanges } = await chat(stack, payer);
     expect(exchanges.map((e) => e.status)).toEqual([402, 402, 200]);
     expect(await usdcBalance(stack.local, payer.address)).toBe(before - SMALL_COST);
+  });
+});
+
+describe('the node fails while a proof is verified', () => {
+  test.each<[string, string, () => Promise<PayerSigner>]>([
+    ["the payer's code", 'eth_getCode', () => freshEoa(stack)],
+    [
+      "a smart account's ERC-1271 check",
+      'eth_call',
+      async () =>
+        smartSigner(
+          await createPayerAccount(stack.local, stack.local.accounts.payers[3]!.privateKey, {
+            fundUsdc: 1_000_000n,
+          }),
+        ),
+    ],
+  ])('as it reads %s: 503 with retry-after, not an invalid proof', async (_, method, payerOf) => {
+    const payer = await payerOf();
+    const failing = rpc.downFrom(method);
+    let error: unknown;
+    try {
+      error = await chat(stack, payer).catch((e: unknown) => e);
+      await failing;
+    } finally {
+      rpc.pass();
+    }
+    expect(error).toMatchObject({
+      status: 503,
+      error: {
+        code: 'payments_unavailable',
+        message: 'the payment facilitator cannot be reached; retry shortly',
+      },
+    });
+    expect((error as { headers: Headers }).headers.get('retry-after')).toBe('3');
+    const { exchanges } = await chat(stack, payer);
+    expect(exchanges.map((e) => e.status)).toEqual([402, 200]);
   });
 });
 
@@ -162,7 +238,7 @@ describe('a proof another gateway instance took meanwhile', () => {
     const payer = await payerOwingSmallCost(stack);
     const header = await proofFor(stack, payer, SMALL_COST);
     const authorization = authorizationOf(header);
-    // Held as its settlement would open, after the proof was verified.
+    // Held before the proof is verified, past the check for a used proof.
     const held = rpc.stallFrom('eth_blockNumber');
     const answer = sendProof(stack, 'PAYMENT-SIGNATURE', header);
     try {

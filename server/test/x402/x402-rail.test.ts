@@ -1,14 +1,23 @@
 import { decodePaymentSignatureHeader, encodePaymentSignatureHeader } from '@x402/core/http';
-import type { PaymentRequired } from '@x402/core/types';
-import { authorizationTypes } from '@x402/evm';
+import type { PaymentPayload, PaymentRequired } from '@x402/core/types';
+import {
+  authorizationTypes,
+  PERMIT2_ADDRESS,
+  permit2WitnessTypes,
+  x402ExactPermit2ProxyAddress,
+} from '@x402/evm';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { APIConnectionError } from 'openai';
 import { type Address, type Hash, type Hex, toHex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { createPayerAccount, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
+import { createChainClient } from '../../src/payments/chain-client.js';
+import { createX402Rail, type PaymentFacilitator } from '../../src/payments/x402/index.js';
+import type { AdmissionRequest } from '../../src/services/chat-contracts.js';
+import { transferAuthorization } from '../chain/authorizations.js';
 import { startGateway } from '../support/chain-gateway.js';
 import {
   chat as chatAs,
@@ -22,6 +31,7 @@ import {
   payingFetch,
   proofFor as proofOf,
   requiredOf,
+  requirementsAsked,
   SMALL,
   SMALL_COST,
   sendProof as send,
@@ -288,6 +298,85 @@ describe('a proof that does not pay what is owed', () => {
     const required = requiredOf(response.headers);
     expect(required.error).toMatch(/^the payment proof is not valid: invalid_payload: /);
     expect(required.accepts[0]!.amount).toBe('0');
+  });
+});
+
+describe('a proof whose payer is not the signer the facilitator checks', () => {
+  test('an EIP-3009 authorization signed by no one beside a Permit2 one signed by someone else is 400: no one is billed', async () => {
+    const victim = privateKeyToAccount(generatePrivateKey()).address;
+    const signer = privateKeyToAccount(generatePrivateKey());
+    const accepted = (await requirementsAsked(stack)).accepts[0]!;
+    const validBefore = BigInt(Math.floor(Date.now() / 1000) + 100);
+    const permit = {
+      permitted: { token: stack.local.usdc, amount: 0n },
+      spender: x402ExactPermit2ProxyAddress,
+      nonce: 1n,
+      deadline: validBefore,
+      witness: { to: treasury, validAfter: 0n },
+    };
+    const signature = await signer.signTypedData({
+      domain: { name: 'Permit2', chainId: stack.local.chainId, verifyingContract: PERMIT2_ADDRESS },
+      types: permit2WitnessTypes,
+      primaryType: 'PermitWitnessTransferFrom',
+      message: permit,
+    });
+    const wire = (value: object) =>
+      JSON.parse(JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? v.toString() : v)));
+    const header = encodePaymentSignatureHeader({
+      x402Version: 2,
+      accepted,
+      payload: {
+        signature,
+        authorization: wire({ ...transferAuthorization(victim, treasury, 0n), validBefore }),
+        permit2Authorization: wire({ from: signer.address, ...permit }),
+      },
+    });
+    const forwarded = stack.anthropic.log.length;
+    const response = await sendProof('PAYMENT-SIGNATURE', header);
+    expect(response.status).toBe(400);
+    expect((await response.json()).error).toMatchObject({
+      code: 'validation_error',
+      field: 'PAYMENT-SIGNATURE',
+      message:
+        'PAYMENT-SIGNATURE carries a Permit2 authorization; this gateway accepts EIP-3009 transferWithAuthorization only',
+    });
+    expect(stack.anthropic.log.length).toBe(forwarded);
+    expect((await debtOf(stack.gateway.store, victim)).owedAtomic).toBe(0n);
+  });
+
+  /** The x402 rail on the gateway's ledger and chain, its proofs verified by `verify`: the payer it names. */
+  const identifyWith = (header: string, verify: PaymentFacilitator['verify']) =>
+    createX402Rail({
+      store: stack.gateway.store,
+      chain: createChainClient(stack.gateway.config.chain),
+      facilitator: { announcesSends: true, verify, settle: () => Promise.reject(new Error('not here')) },
+      receiptTimeoutMs: 1_000,
+    }).method.identify({
+      headers: { 'payment-signature': header },
+      url: '/v1/chat/completions',
+    } as unknown as AdmissionRequest);
+
+  test('the facilitator is handed the signature and the authorization, nothing else the client sent', async () => {
+    const payer = privateKeyToAccount(generatePrivateKey());
+    const proof = decodePaymentSignatureHeader(await proofFor(payer, 0n));
+    const padded = encodePaymentSignatureHeader({ ...proof, payload: { ...proof.payload, note: 'extra' } });
+    const handed: PaymentPayload[] = [];
+    const identified = await identifyWith(padded, async (payload) => {
+      handed.push(payload);
+      return { isValid: true, payer: payer.address };
+    });
+    expect(identified.payer).toBe(payer.address);
+    expect(handed.map((payload) => payload.payload)).toEqual([proof.payload]);
+  });
+
+  test("a facilitator that verified someone else than the authorization's signer: 402, the payer is not taken", async () => {
+    const payer = privateKeyToAccount(generatePrivateKey());
+    const other = privateKeyToAccount(generatePrivateKey()).address;
+    const header = await proofFor(payer, 0n);
+    await expect(identifyWith(header, async () => ({ isValid: true, payer: other }))).rejects.toMatchObject({
+      statusCode: 402,
+      message: `the payment proof is not valid: the facilitator verified a payment by ${other}, not by ${payer.address}`,
+    });
   });
 });
 

@@ -15,9 +15,11 @@ import {
   type Address,
   BaseError,
   concat,
+  ExecutionRevertedError,
   encodeFunctionData,
   type Hash,
   type Hex,
+  isAddressEqual,
   isHash,
 } from 'viem';
 import { type ChainClient, isTransportFailure } from '../chain-client.js';
@@ -69,17 +71,22 @@ export function inProcessFacilitator(
   chain: ChainClient,
   options: InProcessFacilitatorOptions = {},
 ): PaymentFacilitator {
-  const facilitatorFor = (onSubmitted?: SubmittedListener) =>
+  const facilitatorFor = (calls: SignerCalls) =>
     new x402Facilitator().register(
       chain.network,
-      new ExactEvmScheme(relayerSigner(chain, onSubmitted, options.confirmationTimeoutMs)),
+      new ExactEvmScheme(relayerSigner(chain, calls, options.confirmationTimeoutMs)),
     );
-  const verifier = facilitatorFor();
   return {
     announcesSends: true,
     async verify(payload, requirements) {
+      // One facilitator per verification, so its signer reports this verification's node failures.
+      const nodeFailures: unknown[] = [];
+      let result: VerifyResponse;
       try {
-        return await verifier.verify(payload, requirements);
+        result = await facilitatorFor({ onNodeFailure: (error) => nodeFailures.push(error) }).verify(
+          payload,
+          requirements,
+        );
       } catch (error) {
         // viem could not decode the proof (e.g. a signature ending in ERC-6492's magic suffix that
         // wraps nothing): an answer about the proof, unlike a chain that could not be asked.
@@ -87,9 +94,14 @@ export function inProcessFacilitator(
           return { isValid: false, invalidReason: 'invalid_payload', invalidMessage: error.shortMessage };
         throw error;
       }
+      // x402 takes a code or signature check the node did not answer for a signature that does not
+      // check out: the proof was not judged, and the payer must not be told it is invalid.
+      if (!result.isValid && nodeFailures.length > 0) throw nodeFailures[0];
+      return result;
     },
     // One facilitator per settlement, so its signer reports this settlement's transaction.
-    settle: (payload, requirements, onSubmitted) => facilitatorFor(onSubmitted).settle(payload, requirements),
+    settle: (payload, requirements, onSubmitted) =>
+      facilitatorFor({ onSubmitted }).settle(payload, requirements),
   };
 }
 
@@ -129,12 +141,25 @@ export function remoteFacilitator(url: string, timeoutMs = 90_000): PaymentFacil
   };
 }
 
-function relayerSigner(
-  chain: ChainClient,
-  onSubmitted: SubmittedListener | undefined,
-  confirmationTimeoutMs: number | undefined,
-) {
+/** What the facilitator's signer reports of its calls. */
+interface SignerCalls {
+  /** Settling: each transaction signed, before its broadcast. Without it the signer sends nothing. */
+  onSubmitted?: SubmittedListener;
+  /** A read the node did not answer (unreachable, overloaded, out of time), before it is thrown. */
+  onNodeFailure?: (error: unknown) => void;
+}
+
+// Any code: x402 only asks whether the asset has some (see relayerSigner).
+const ASSET_CODE: Hex = '0xfe';
+
+function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeoutMs: number | undefined) {
   const client = chain.publicClient;
+  const { onSubmitted, onNodeFailure } = calls;
+  const read = <T>(call: Promise<T>): Promise<T> =>
+    call.catch((error: unknown) => {
+      if (isNodeFailure(error)) onNodeFailure?.(error);
+      throw error;
+    });
   const send = async (to: Address, data: Hex): Promise<Hash> => {
     if (!onSubmitted) throw new Error('this facilitator only verifies');
     const estimate = await client.estimateGas({ account: chain.relayer.address, to, data });
@@ -152,9 +177,16 @@ function relayerSigner(
   return toFacilitatorEvmSigner(
     {
       address: chain.relayer.address,
-      readContract: (args) => client.readContract(args as Parameters<typeof client.readContract>[0]),
-      verifyTypedData: (args) => client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0]),
-      getCode: (args) => client.getCode(args),
+      readContract: (args) => read(client.readContract(args as Parameters<typeof client.readContract>[0])),
+      verifyTypedData: (args) =>
+        read(client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0])),
+      // x402 asks whether the asset is a contract at the start of a verification and waits for the
+      // answer only after its other checks, not at all when one fails: a node failure meanwhile
+      // would be a rejection no one handles, which ends the process. The asset is always the
+      // gateway's USDC, whose name and version the proof's terms were read from: a contract. (Every
+      // other call of the signer x402 awaits as it makes it.)
+      getCode: (args) =>
+        isAddressEqual(args.address, chain.usdc) ? Promise.resolve(ASSET_CODE) : read(client.getCode(args)),
       waitForTransactionReceipt: (args) => chain.relayer.waitForReceipt(args),
       writeContract: (args) =>
         send(
@@ -167,5 +199,16 @@ function relayerSigner(
       sendTransaction: (args) => send(args.to, args.data),
     },
     confirmationTimeoutMs === undefined ? {} : { confirmationTimeoutMs },
+  );
+}
+
+/**
+ * The node did not answer the call. A call it answered by reverting is an answer, though viem
+ * keeps the node's JSON-RPC error beneath it, which `isTransportFailure` takes for a failed call.
+ */
+function isNodeFailure(error: unknown): boolean {
+  return (
+    isTransportFailure(error) &&
+    (error as BaseError).walk((cause) => cause instanceof ExecutionRevertedError) === null
   );
 }

@@ -20,8 +20,16 @@ import type { IdentifiedPayer, PaymentMethod } from '../gate.js';
 import { awaitReceipt, type OutboxDeps } from '../outbox/reconcile.js';
 import { isAuthorizationSeen, recordAuthorization } from './authorizations.js';
 import type { PaymentFacilitator } from './facilitator.js';
-import { carriesProof, facilitatorInput, type PaymentProof, proofMismatch, readProof } from './proof.js';
 import {
+  carriesProof,
+  facilitatorInput,
+  type PaymentProof,
+  proofMismatch,
+  readProof,
+  sameAddress,
+} from './proof.js';
+import {
+  finishRefusedX402Settlement,
   finishUnfinishedX402Settlements,
   type ReconcileOutcome,
   reconcileX402Settlement,
@@ -64,11 +72,12 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
   const maxTimeoutSeconds = options.maxTimeoutSeconds ?? DEFAULT_MAX_TIMEOUT_SECONDS;
   const outbox: OutboxDeps = { store, chain, receiptTimeoutMs: options.receiptTimeoutMs };
   /** What the chain says of a settlement; a node that cannot be reached leaves it pending (503, retry). */
-  const reconcile = (settlement: Settlement) =>
-    reconcileX402Settlement(outbox, settlement).catch((error: unknown): ReconcileOutcome => {
+  const orPending = (outcome: Promise<ReconcileOutcome>) =>
+    outcome.catch((error: unknown): ReconcileOutcome => {
       if (error instanceof BaseError) return 'pending';
       throw error;
     });
+  const reconcile = (settlement: Settlement) => orPending(reconcileX402Settlement(outbox, settlement));
 
   const termsOf = async (): Promise<X402Terms> => {
     let token: Awaited<ReturnType<ChainClient['token']>>;
@@ -89,11 +98,15 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
 
   const demand = async (payment: PaymentDemand) => paymentRequiredError(await termsOf(), payment);
 
-  /** Settles what the payer owes with the proof, under the payer's lock. */
+  /**
+   * Settles what the payer owes with the proof, under the payer's lock. `fromBlock`: where the
+   * search for its authorization on chain starts (null for a zero-value proof, which pays nothing).
+   */
   const settleDebt = async (
     proof: PaymentProof,
     terms: X402Terms,
     url: string,
+    fromBlock: bigint | null,
     attempt: SettlementAttempt,
   ): Promise<Record<string, string>> => {
     const { authorization } = proof;
@@ -123,8 +136,6 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       });
     }
 
-    // Read before the settlement opens: a chain that cannot be read leaves nothing open.
-    const fromBlock = await currentBlockNumber();
     const settlement = await openSettlement(store, payer, 'x402', chain.treasury).catch((error) => {
       if (error instanceof SettlementInProgressError) throw settlementInProgress();
       throw error;
@@ -167,13 +178,13 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     if (result.success && transaction) await awaitReceipt(outbox, transaction).catch(() => undefined);
     const current = (await findSettlement(store, settlement.id)) as Settlement;
     // Any transaction named (a hash or not) may carry the authorization, which anyone could land;
-    // so may one a remote facilitator sent but did not name.
-    if (refused && current.status === 'pending' && !result.transaction && facilitator.announcesSends) {
-      // Refused and no transaction was ever signed for it: nothing can land.
-      await failSettlement(store, settlement.id, failure);
-      throw refuse(failure, owed, refused);
-    }
-    const outcome = await reconcile(current);
+    // so may one a remote facilitator sent but did not name. Refused with no transaction ever
+    // signed for it, nothing the gateway sent can land, but its authorization may have landed.
+    const neverSent =
+      refused && current.status === 'pending' && !result.transaction && facilitator.announcesSends;
+    const outcome = await (neverSent
+      ? orPending(finishRefusedX402Settlement(outbox, current, failure))
+      : reconcile(current));
     if (outcome === 'failed') throw refuse(failure, owed, refused);
     if (outcome === 'pending') throw settlementPending();
     const confirmed = (await findSettlement(store, settlement.id)) as Settlement;
@@ -185,7 +196,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     });
   };
 
-  /** Where the search for the settlement's authorization on chain starts. */
+  /** Where the search for a settlement's authorization on chain starts. */
   const currentBlockNumber = async (): Promise<bigint> => {
     try {
       return await chain.publicClient.getBlockNumber();
@@ -223,6 +234,10 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       if (mismatch) throw refuse(mismatch);
       const key = { asset: terms.asset, payer, nonce: authorization.nonce };
       if (await isAuthorizationSeen(store, key)) throw refuse(replayReason(proof));
+      // Read before verification: anyone holding the proof may land its authorization from now on,
+      // and its settlement finds that transaction only from here (see reconcileX402Settlement). A
+      // chain that cannot be read leaves nothing open.
+      const fromBlock = authorization.value === 0n ? null : await currentBlockNumber();
       const { payload, requirements } = facilitatorInput(proof, terms);
       let verified: VerifyResponse;
       try {
@@ -232,10 +247,15 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
         throw paymentsUnavailable('the payment facilitator cannot be reached; retry shortly');
       }
       if (!verified.isValid) throw refuse(`the payment proof is not valid: ${failureReason(verified)}`);
+      // The facilitator names the signer whose signature it checked: only that one is the payer.
+      if (!verified.payer || !sameAddress(verified.payer, payer))
+        throw refuse(
+          `the payment proof is not valid: the facilitator verified a payment by ${verified.payer ?? 'no one'}, not by ${payer}`,
+        );
       return {
         payer,
         settleDebt: () =>
-          meteredSettlement(options.metrics, (attempt) => settleDebt(proof, terms, url, attempt)),
+          meteredSettlement(options.metrics, (attempt) => settleDebt(proof, terms, url, fromBlock, attempt)),
         owedHeaders: async () => ({ [OWED_HEADER]: (await debtOf(store, payer)).owedAtomic.toString() }),
       };
     },

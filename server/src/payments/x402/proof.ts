@@ -25,8 +25,8 @@ export interface PaymentProof {
   network: string;
   /** v2 only: the requirements the payer says it accepted. */
   accepted?: PaymentRequirements;
-  /** The scheme payload as sent: `{signature, authorization}`. */
-  payload: Record<string, unknown>;
+  /** The scheme payload as read: its signature and authorization, and nothing else the client sent. */
+  payload: Eip3009Payload;
   authorization: TransferAuthorization;
 }
 
@@ -48,6 +48,7 @@ const eip3009Payload = z.object({
     nonce: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be 0x-prefixed 32 bytes'),
   }),
 });
+type Eip3009Payload = z.infer<typeof eip3009Payload>;
 
 // Clocks of payer, gateway and chain differ a little; beyond this a proof outlives what the gateway asked for.
 const VALIDITY_SLACK_SECONDS = 60n;
@@ -73,20 +74,20 @@ export function readProof(headers: IncomingHttpHeaders): PaymentProof {
   const parsed = (found.version === 2 ? PaymentPayloadV2Schema : PaymentPayloadV1Schema).safeParse(decoded);
   if (!parsed.success)
     throw invalid(`is not an x402 v${found.version} payment payload: ${issueText(parsed.error)}`);
-  const payload = parsed.data.payload;
-  const eip3009 = eip3009Payload.safeParse(payload);
-  if (!eip3009.success) {
-    if ('permit2Authorization' in payload)
-      throw invalid(
-        'carries a Permit2 authorization; this gateway accepts EIP-3009 transferWithAuthorization only',
-      );
+  // x402's facilitator verifies a Permit2 authorization in place of an EIP-3009 one beside it,
+  // whose `from`, signed by no one, would then be taken for the payer.
+  if ('permit2Authorization' in parsed.data.payload)
+    throw invalid(
+      'carries a Permit2 authorization; this gateway accepts EIP-3009 transferWithAuthorization only',
+    );
+  const eip3009 = eip3009Payload.safeParse(parsed.data.payload);
+  if (!eip3009.success)
     throw invalid(`does not carry an EIP-3009 authorization: ${issueText(eip3009.error)}`);
-  }
   const { authorization } = eip3009.data;
   const common = {
     version: found.version,
     header,
-    payload,
+    payload: eip3009.data,
     authorization: {
       from: getAddress(authorization.from),
       to: getAddress(authorization.to),
@@ -145,7 +146,8 @@ export function facilitatorInput(
   return { payload: { x402Version: 2, accepted, payload: proof.payload }, requirements };
 }
 
-function sameAddress(given: string, expected: Address): boolean {
+/** Whether `given`, a string from a client or a facilitator, is the address `expected`. */
+export function sameAddress(given: string, expected: Address): boolean {
   return /^0x[0-9a-fA-F]{40}$/.test(given) && isAddressEqual(given as Address, expected);
 }
 

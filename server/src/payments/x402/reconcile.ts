@@ -63,19 +63,62 @@ export async function reconcileX402Settlement(
   // instance that opened it (whose payer lock was lost) records and sends it meanwhile, which the
   // failure then must not undo (`settlement` as read).
   if (!authorization) return fail(store, settlement.id, 'no payment proof was recorded', settlement);
-  // Judged against the treasury it was opened to pay, whatever the gateway is configured with now.
-  const paying: PayingAuthorization = { ...authorization, treasury: settlement.payTo ?? chain.treasury };
+  const paying = payingAuthorization(chain, settlement, authorization);
   const receipt = settlement.txHash ? await receiptOf(chain, settlement.txHash) : undefined;
   if (receipt && paysAuthorization(receipt, paying)) return confirm(store, settlement.id, receipt);
-  // The nonce's state and the expiry read at one block: unused there and expired, it never can be used.
-  const head = await chain.publicClient.getBlock({ blockTag: 'latest' });
-  const expired = head.timestamp >= authorization.validBefore;
-  if (await isNonceSpent(chain, authorization, head.number))
-    return settleFromSpentNonce(deps, settlement.id, paying, expired);
+  const { spent, expired } = await nonceState(chain, authorization);
+  if (spent) return settleFromSpentNonce(deps, settlement.id, paying, expired);
   if (expired) return fail(store, settlement.id, 'the payment authorization expired without being used');
   // The signed authorization is public in the reverted transaction and still valid: anyone can land it.
   if (receipt?.status === 'reverted') return 'pending';
   return settlement.txHash ? resendIfLost(deps, settlement, paying) : 'pending';
+}
+
+/**
+ * Finishes a settlement the facilitator refused before any transaction was signed for it: failed
+ * (for `reason`) unless its authorization's nonce is spent already. Anyone holding the proof can
+ * land the authorization, and a facilitator then refuses to send it (its gas estimate reverts),
+ * though the treasury may have been paid: the spend is judged as for any settlement.
+ */
+export async function finishRefusedX402Settlement(
+  deps: OutboxDeps,
+  settlement: Settlement,
+  reason: string,
+): Promise<ReconcileOutcome> {
+  const { store, chain } = deps;
+  const authorization = await authorizationOfSettlement(store, settlement.id);
+  if (authorization) {
+    const { spent, expired } = await nonceState(chain, authorization);
+    if (spent)
+      return settleFromSpentNonce(
+        deps,
+        settlement.id,
+        payingAuthorization(chain, settlement, authorization),
+        expired,
+      );
+  }
+  return fail(store, settlement.id, reason);
+}
+
+/** Judged against the treasury the settlement was opened to pay, whatever the gateway is configured with now. */
+function payingAuthorization(
+  chain: Pick<ChainClient, 'treasury'>,
+  settlement: Settlement,
+  authorization: SeenAuthorization,
+): PayingAuthorization {
+  return { ...authorization, treasury: settlement.payTo ?? chain.treasury };
+}
+
+/** The nonce's state and the expiry read at one block: unused there and expired, it never can be used. */
+async function nonceState(
+  chain: Pick<ChainClient, 'publicClient'>,
+  authorization: SeenAuthorization,
+): Promise<{ spent: boolean; expired: boolean }> {
+  const head = await chain.publicClient.getBlock({ blockTag: 'latest' });
+  return {
+    spent: await isNonceSpent(chain, authorization, head.number),
+    expired: head.timestamp >= authorization.validBefore,
+  };
 }
 
 /** Whether the token holds the authorization's nonce as used (or canceled) at `blockNumber`. */
