@@ -380,18 +380,30 @@ export async function listUnfinishedSettlements(
   return rows.map(toSettlement);
 }
 
+/** When the collector settles a payer's debt without waiting for another request of the payer. */
+export interface CollectionDue {
+  /** Once the payer's newest unclaimed record is this old. */
+  idleMs: number;
+  /**
+   * At once, however recent its records, when the payer has an unexpired session to collect with
+   * but every one of its sessions ends (expires, or was revoked) within this from now: neither its
+   * next request nor the idle wait may then come while a delegation can still pay.
+   */
+  sessionsEndingWithinMs: number;
+}
+
 /**
- * Payers with unclaimed records, none newer than `idleForMs`, and no settlement in flight:
+ * Payers with unclaimed records costing something, no settlement in flight, and a collection due:
  * what the collector settles. In address order, those after `after` when given: a keyset on a key
  * that never changes, so a caller can walk through any number of them page by page, each page a
- * range of the unclaimed-records index.
+ * range of the unclaimed-records index; a payer's sessions are looked up by wallet and expiry.
  */
-export async function idleDebtors(
+export async function collectableDebtors(
   store: Store,
-  idleForMs: number,
+  due: CollectionDue,
   options: { now?: Date; limit?: number; rail?: PaymentRail; after?: Address } = {},
 ): Promise<Address[]> {
-  const cutoff = (options.now ?? new Date()).getTime() - idleForMs;
+  const now = (options.now ?? new Date()).getTime();
   let query = store.db
     .selectFrom('usage_records as u')
     .select('u.payer')
@@ -412,7 +424,23 @@ export async function idleDebtors(
       ),
     )
     .groupBy('u.payer')
-    .having((eb) => eb.fn.max('u.created_at'), '<=', cutoff)
+    .having((eb) => {
+      const sessionsOutlasting = (at: number) =>
+        eb
+          .selectFrom('sessions as s')
+          .select('s.id')
+          .whereRef('s.wallet', '=', 'u.payer')
+          .where('s.expires_at', '>', BigInt(at));
+      return eb.or([
+        eb(eb.fn.max('u.created_at'), '<=', BigInt(now - due.idleMs)),
+        eb.and([
+          eb.exists(sessionsOutlasting(now)),
+          eb.not(
+            eb.exists(sessionsOutlasting(now + due.sessionsEndingWithinMs).where('s.revoked_at', 'is', null)),
+          ),
+        ]),
+      ]);
+    })
     .orderBy('u.payer')
     .limit(options.limit ?? 100)
     .execute();

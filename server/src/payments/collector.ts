@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import { idleDebtors, settlementsOf } from '../billing/settlements.js';
+import { type CollectionDue, collectableDebtors, settlementsOf } from '../billing/settlements.js';
 import type { DependencyCheck } from '../http/health-route.js';
 import type { Leadership } from '../store/leadership.js';
 import type { PayerLock } from '../store/payer-lock.js';
@@ -11,14 +11,17 @@ import { finishUnfinishedX402Settlements } from './x402/reconcile.js';
 
 export interface CollectorOptions extends OutboxDeps {
   withPayerLock: PayerLock;
-  /** Debts whose newest record is older than this are collected. */
+  /**
+   * Debts whose newest record is older than this are collected; so are, at once, those whose
+   * sessions all end (expire, or were revoked) before that wait and a collection would be over.
+   */
   idleMs: number;
   /** Pause between two runs. */
   intervalMs: number;
   /** First retry delay after a payer's collection failed; doubles per failure up to `maxBackoffMs`. */
   backoffMs?: number;
   maxBackoffMs?: number;
-  /** Idle payers attempted per run at most (100); the next run goes on after the last one reached. */
+  /** Payers due attempted per run at most (100); the next run goes on after the last one reached. */
   batchSize?: number;
   /** Runs only while this instance holds it: one collector among the instances sharing the database. */
   leadership?: Leadership;
@@ -61,21 +64,30 @@ interface Failure {
 }
 
 /**
- * Settles, in the background, the debts of session payers who stopped sending requests (so their
- * last request is paid too), and finishes settlements of either rail left in flight. Each payer is settled under
- * its lock; a failing payer is retried with exponential backoff.
+ * Settles, in the background, the debts of session payers who stopped sending requests, or whose
+ * sessions end before an idle wait would (so their last request is paid too), and finishes
+ * settlements of either rail left in flight. Each payer is settled under its lock; a failing payer
+ * is retried with exponential backoff.
  */
 export function createCollector(options: CollectorOptions): Collector {
   const backoffMs = options.backoffMs ?? options.intervalMs;
   const maxBackoffMs = options.maxBackoffMs ?? 64 * backoffMs;
   const batchSize = options.batchSize ?? 100;
+  // A session is served up to its delegation's expiry, and the delegation pays only until then: a
+  // debt is collected at once when the idle wait, the next run and a settlement's longest wait for
+  // its receipt would not all fit before the payer's last session ends. A revoked session ends now
+  // for requests, while its delegation can still pay on chain until it expires.
+  const due: CollectionDue = {
+    idleMs: options.idleMs,
+    sessionsEndingWithinMs: options.idleMs + options.intervalMs + options.receiptTimeoutMs,
+  };
   const failures = new Map<Address, Failure>();
-  // The last idle debtor reached: payers that can never be collected (expired session, refused
+  // The last payer due reached: payers that can never be collected (expired session, refused
   // payment) would otherwise fill every batch and keep the others from ever being reached.
   let resumeAfter: Address | undefined;
-  // The idle debtors met in the current pass over the list: at its end, payers that failed and
-  // were not met owe nothing idle any more (they paid with a request) and leave the failure list.
-  // A payer with a settlement in flight is left out of the idle debtors meanwhile, yet owes: it stays.
+  // The payers due met in the current pass over the list: at its end, payers that failed and
+  // were not met owe nothing due any more (they paid with a request) and leave the failure list.
+  // A payer with a settlement in flight is left out of the payers due meanwhile, yet owes: it stays.
   let metThisPass = new Set<Address>();
   let collected = 0;
   let lastRunAt: Date | null = null;
@@ -90,10 +102,7 @@ export function createCollector(options: CollectorOptions): Collector {
     const delay = Math.min(maxBackoffMs, backoffMs * 2 ** (failureCount - 1));
     const lastError = shownReason(error);
     failures.set(payer, { failures: failureCount, lastError, nextAttemptAt: now + delay });
-    options.log.warn(
-      { payer, failures: failureCount, err: error },
-      'collector could not settle an idle debt',
-    );
+    options.log.warn({ payer, failures: failureCount, err: error }, 'collector could not settle a debt');
   };
 
   const settlingNow = async (payer: Address) => {
@@ -120,14 +129,14 @@ export function createCollector(options: CollectorOptions): Collector {
   };
 
   /**
-   * Walks the idle debtors page by page from where the last run stopped until `batchSize` of them
+   * Walks the payers due page by page from where the last run stopped until `batchSize` of them
    * were attempted: a run's work stays bounded, and payers backing off are passed over at the cost
    * of reading them. At the end of the list, the next run starts again from its beginning.
    */
-  const collectIdleDebts = async (now: Date, run: CollectorRun) => {
+  const collectDueDebts = async (now: Date, run: CollectorRun) => {
     let attempted = 0;
     while (attempted < batchSize) {
-      const page = await idleDebtors(options.store, options.idleMs, {
+      const page = await collectableDebtors(options.store, due, {
         now,
         rail: 'session',
         after: resumeAfter,
@@ -163,7 +172,7 @@ export function createCollector(options: CollectorOptions): Collector {
       }
       const olderThan = new Date(now.getTime() - options.receiptTimeoutMs);
       // Each step runs even when one before it failed: a settlement that cannot be finished (a node
-      // that fails on it) must not keep every idle debt from being collected.
+      // that fails on it) must not keep every debt due from being collected.
       const stepErrors: unknown[] = [];
       const step = (work: () => Promise<unknown>) => work().catch((error: unknown) => stepErrors.push(error));
       await step(async () => {
@@ -173,7 +182,7 @@ export function createCollector(options: CollectorOptions): Collector {
       });
       // An x402 payer who never comes back would leave its settlement unfinished until a restart.
       await step(() => finishUnfinishedX402Settlements(options, options.withPayerLock, { olderThan }));
-      await step(() => collectIdleDebts(now, run));
+      await step(() => collectDueDebts(now, run));
       if (stepErrors.length > 0) throw stepErrors[0];
       lastRunError = null;
     } catch (error) {

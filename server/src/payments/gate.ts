@@ -11,7 +11,8 @@ export interface IdentifiedPayer {
   /**
    * Settles everything the payer owes for completed requests and waits for confirmation.
    * Runs under the payer's lock. Returns headers for the response; throws ApiError 402 when
-   * the debt cannot be paid.
+   * the debt cannot be paid, and the refusal `owesNothing` would make when the credential stopped
+   * standing while the request waited on the lock (the session rail: revoked or expired meanwhile).
    */
   settleDebt(): Promise<Record<string, string>>;
   /** See `Admission.owedHeaders`. */

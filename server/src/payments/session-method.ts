@@ -4,9 +4,10 @@ import { formatUsdcAtomic } from '../billing/money.js';
 import { sessionStanding } from '../billing/settlements.js';
 import { ApiError } from '../http/errors.js';
 import type { AdmissionRequest } from '../services/chat-contracts.js';
+import { isSessionActive } from '../store/sessions.js';
 import type { PaymentMethod } from './gate.js';
 import type { OutboxDeps } from './outbox/reconcile.js';
-import { findSession } from './session-records.js';
+import { findSession, type SessionRecord } from './session-records.js';
 import { type SettledDebt, settleSessionDebt } from './session-settlement.js';
 import type { SettleOnCompletion } from './settle-on-completion.js';
 import { SettlementRefusedError, SettlementUnavailableError } from './settlement-errors.js';
@@ -77,21 +78,35 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
           const session = await findSession(options.store, caller.sessionId);
           if (!session)
             throw new ApiError(401, 'unauthorized', 'the session of this access token does not exist');
-          try {
-            const settled = await settleSessionDebt(options, session);
-            return settled ? settlementHeaders(settled) : {};
-          } catch (error) {
-            if (error instanceof SettlementRefusedError) throw await refusal(options, request, error);
-            if (error instanceof SettlementUnavailableError)
-              throw new ApiError(503, 'payments_unavailable', error.message, {
-                headers: { 'retry-after': RETRY_AFTER_SECONDS },
-              });
-            throw error;
-          }
+          const headers = await settleOrRefuse(options, request, session);
+          // The wait on the payer's lock (behind a settlement of the collector, of a completed
+          // request, of another request) can outlast the session: a payer that revoked it meanwhile
+          // was told what it owed, which is paid now, and nothing more is served on it.
+          if (!(await isSessionActive(options.store, caller.sessionId, caller.wallet))) throw sessionOver();
+          return headers;
         },
       };
     },
   };
+}
+
+/** Pays the session payer's debt: the headers naming the payment, or the ApiError refusing the request. */
+async function settleOrRefuse(
+  options: SessionMethodOptions,
+  request: AdmissionRequest,
+  session: SessionRecord,
+): Promise<Record<string, string>> {
+  try {
+    const settled = await settleSessionDebt(options, session);
+    return settled ? settlementHeaders(settled) : {};
+  } catch (error) {
+    if (error instanceof SettlementRefusedError) throw await refusal(options, request, error);
+    if (error instanceof SettlementUnavailableError)
+      throw new ApiError(503, 'payments_unavailable', error.message, {
+        headers: { 'retry-after': RETRY_AFTER_SECONDS },
+      });
+    throw error;
+  }
 }
 
 export function settlementHeaders(settled: SettledDebt): Record<string, string> {

@@ -169,7 +169,7 @@ export function useFaultStack(options: FaultStackOptions = {}): FaultStack {
       gatewayUrl: stack.gateway.url,
       smartAccount: payer.account,
       cap: 5_000_000n,
-      expiresAt: new Date(Date.now() + 3_600_000),
+      expiresAt: new Date(Date.now() + 86_400_000),
     });
     return {
       address: payer.address,

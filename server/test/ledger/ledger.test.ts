@@ -4,10 +4,10 @@ import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { describe, expect, test, vi } from 'vitest';
 import { debtOf, findUsageRecord, recordUsage, UsageConflictError } from '../../src/billing/ledger.js';
 import {
+  collectableDebtors,
   confirmSettlement,
   failSettlement,
   findSettlement,
-  idleDebtors,
   listUnfinishedSettlements,
   markSettlementSent,
   openSettlement,
@@ -19,6 +19,7 @@ import {
 import { createUsageRecorder } from '../../src/billing/usage-recorder.js';
 import { loadCatalog } from '../../src/catalog/catalog.js';
 import type { Store } from '../../src/store/database.js';
+import { insertSession, revokeSession } from '../../src/store/sessions.js';
 import { testDialects, withTestStore } from '../support/db.js';
 
 const newPayer = () => privateKeyToAddress(generatePrivateKey());
@@ -49,6 +50,10 @@ async function record(store: Store, payer: `0x${string}`, totalPicoUsd: bigint, 
     createdAt,
   });
 }
+
+const HOUR = 3_600_000;
+/** When the collector settles: debts idle an hour, and those of sessions all ending within the hour. */
+const dueAfterAnHour = { idleMs: HOUR, sessionsEndingWithinMs: HOUR };
 
 describe.each(testDialects)('ledger on %s', (dialect) => {
   let store: Store;
@@ -323,22 +328,21 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
 
   test('unfinished settlements and idle debtors are listed for reconciliation and the collector', async () => {
     const now = new Date('2030-01-01T12:00:00Z');
-    const hour = 3_600_000;
     const idle = newPayer();
     const recent = newPayer();
     const settling = newPayer();
-    await record(store, idle, 10n, new Date(now.getTime() - 3 * hour));
-    await record(store, idle, 10n, new Date(now.getTime() - 2 * hour));
-    await record(store, recent, 10n, new Date(now.getTime() - 3 * hour));
+    await record(store, idle, 10n, new Date(now.getTime() - 3 * HOUR));
+    await record(store, idle, 10n, new Date(now.getTime() - 2 * HOUR));
+    await record(store, recent, 10n, new Date(now.getTime() - 3 * HOUR));
     await record(store, recent, 10n, new Date(now.getTime() - 1000));
-    await record(store, settling, 10n, new Date(now.getTime() - 3 * hour));
+    await record(store, settling, 10n, new Date(now.getTime() - 3 * HOUR));
     const pending = await openSettlement(store, settling, 'session');
-    await record(store, settling, 10n, new Date(now.getTime() - 3 * hour));
+    await record(store, settling, 10n, new Date(now.getTime() - 3 * HOUR));
 
-    const debtors = await idleDebtors(store, hour, { now });
+    const debtors = await collectableDebtors(store, dueAfterAnHour, { now });
     expect(debtors).toContain(idle);
-    expect(await idleDebtors(store, hour, { now, rail: 'session' })).toContain(idle);
-    expect(await idleDebtors(store, hour, { now, rail: 'x402' })).not.toContain(idle);
+    expect(await collectableDebtors(store, dueAfterAnHour, { now, rail: 'session' })).toContain(idle);
+    expect(await collectableDebtors(store, dueAfterAnHour, { now, rail: 'x402' })).not.toContain(idle);
     expect(debtors).not.toContain(recent);
     expect(debtors).not.toContain(settling);
     const unfinishedIds = async (filter?: Parameters<typeof listUnfinishedSettlements>[1]) =>
@@ -351,20 +355,19 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
     expect(await unfinishedIds({ olderThan: new Date(Date.now() + 60_000) })).toContain(pending!.id);
     await failSettlement(store, pending!.id, 'test');
     expect((await listUnfinishedSettlements(store)).map((s) => s.id)).not.toContain(pending!.id);
-    expect(await idleDebtors(store, hour, { now })).toContain(settling);
+    expect(await collectableDebtors(store, dueAfterAnHour, { now })).toContain(settling);
   });
 
   test('idle debtors can be walked page by page after the last one seen, each payer once', async () => {
     // Before every other test's records, so that only this test's payers are idle then.
     const now = new Date('2001-01-01T12:00:00Z');
-    const hour = 3_600_000;
     const idle = [newPayer(), newPayer(), newPayer(), newPayer(), newPayer()];
-    for (const payer of idle) await record(store, payer, 10n, new Date(now.getTime() - 2 * hour));
+    for (const payer of idle) await record(store, payer, 10n, new Date(now.getTime() - 2 * HOUR));
     await record(store, newPayer(), 10n, new Date(now.getTime() - 1000));
 
     const walked: Address[] = [];
     for (let pages = 0; pages < idle.length; pages++) {
-      const page = await idleDebtors(store, hour, { now, limit: 2, after: walked.at(-1) });
+      const page = await collectableDebtors(store, dueAfterAnHour, { now, limit: 2, after: walked.at(-1) });
       walked.push(...page);
       if (page.length < 2) break;
     }
@@ -416,5 +419,60 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
       }),
       { numRuns: dialect === 'sqlite' ? 60 : 25 },
     );
+  });
+});
+
+describe.each(testDialects)('debts the collector settles before they are idle, on %s', (dialect) => {
+  let store: Store;
+  withTestStore(dialect, (opened) => {
+    store = opened;
+  });
+  const now = new Date('2030-01-01T12:00:00Z');
+  const at = (offsetMs: number) => new Date(now.getTime() + offsetMs);
+
+  /** A payer owing a record a minute old, with sessions expiring at these offsets from `now`. */
+  async function owingWithSessions(...sessions: Array<{ expiresIn: number; revoked?: boolean }>) {
+    const payer = newPayer();
+    for (const session of sessions) {
+      const id = `session-${++sequence}`;
+      await insertSession(store, {
+        id,
+        wallet: payer,
+        delegation: '{}',
+        delegationHash: txHash(sequence),
+        signature: '0x',
+        limits: '{}',
+        expiresAt: at(session.expiresIn),
+        createdAt: at(-HOUR),
+      });
+      if (session.revoked) await revokeSession(store, id, at(-1000));
+    }
+    await record(store, payer, 10n, at(-60_000));
+    return payer;
+  }
+
+  test('a payer whose sessions all end within the idle time plus the margin is due at once', async () => {
+    const ending = await owingWithSessions({ expiresIn: 10 * 60_000 });
+    const endingTwice = await owingWithSessions({ expiresIn: 10 * 60_000 }, { expiresIn: 50 * 60_000 });
+    const lasting = await owingWithSessions({ expiresIn: 2 * HOUR });
+    const endingBesideLasting = await owingWithSessions({ expiresIn: 10 * 60_000 }, { expiresIn: 2 * HOUR });
+    const expired = await owingWithSessions({ expiresIn: -1000 });
+
+    const due = await collectableDebtors(store, dueAfterAnHour, { now, rail: 'session' });
+    expect(due).toEqual(expect.arrayContaining([ending, endingTwice]));
+    // Its next request or the idle wait pays it in time; with no session left, nothing can.
+    for (const payer of [lasting, endingBesideLasting, expired]) expect(due).not.toContain(payer);
+  });
+
+  test('a payer whose sessions were all revoked is due at once: their delegations still pay on chain', async () => {
+    const revoked = await owingWithSessions({ expiresIn: 2 * HOUR, revoked: true });
+    const revokedBesideLasting = await owingWithSessions(
+      { expiresIn: 2 * HOUR, revoked: true },
+      { expiresIn: 2 * HOUR },
+    );
+
+    const due = await collectableDebtors(store, dueAfterAnHour, { now });
+    expect(due).toContain(revoked);
+    expect(due).not.toContain(revokedBesideLasting);
   });
 });

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
 import { debtOf, findUsageRecord, recordUsages, UsageConflictError } from '../../src/billing/ledger.js';
-import { idleDebtors, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
+import { collectableDebtors, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
 import { createUsageRecorder } from '../../src/billing/usage-recorder.js';
 import { loadCatalog } from '../../src/catalog/catalog.js';
 import type { Store } from '../../src/store/database.js';
@@ -80,7 +80,9 @@ describe.each(testDialects)('nothing owed, on %s', (dialect) => {
     expect(await openSettlement(store, payer, 'session')).toBeNull();
     expect(await settlementsOf(store, payer)).toEqual([]);
     expect(await debtOf(store, payer)).toMatchObject({ unpaidPicoUsd: 0n, owedAtomic: 0n });
-    expect(await idleDebtors(store, 60_000)).not.toContain(payer);
+    expect(await collectableDebtors(store, { idleMs: 60_000, sessionsEndingWithinMs: 60_000 })).not.toContain(
+      payer,
+    );
   });
 
   test('they are claimed, and paid for nothing, with the payer next paid records', async () => {

@@ -17,10 +17,11 @@ import {
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, describe, expect, onTestFinished, test } from 'vitest';
-import { type LocalChain, mintUsdc, type PayerAccount } from '../../devkit/chain/index.js';
+import { type LocalChain, mintUsdc, type PayerAccount, usdcBalance } from '../../devkit/chain/index.js';
 import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/InertDelegator.js';
 import type { ContractArtifact } from '../../devkit/contracts/compile.js';
 import { buildApp } from '../../src/app.js';
+import { debtOf } from '../../src/billing/ledger.js';
 import {
   authorizeWithSmartAccount,
   buildSessionDelegation,
@@ -570,6 +571,50 @@ describe('DELETE /v1/authorize', () => {
       headers: { authorization: `Bearer ${session.token}` },
     });
     expect(again.status).toBe(401);
+  });
+
+  test('a request waiting on the payer lock as its session is revoked is not served: 401, once it paid the debt the revocation reported', async () => {
+    const revoking = await newPayer(local, 6, { salt: 1 });
+    const session = await authorize(gateway, revoking);
+    const client = openaiFor(gateway, session.token);
+    anthropic.script({ text: 'before', usage: { input_tokens: 10, output_tokens: 2 } });
+    expect((await chat(client)).status).toBe(200);
+    const treasury = local.accounts.treasury.address;
+    const [payerBefore, treasuryBefore] = await Promise.all([
+      usdcBalance(local, revoking.address),
+      usdcBalance(local, treasury),
+    ]);
+    const calls = anthropic.log.length;
+
+    let waiting!: Promise<APIError>;
+    let revoked!: Response;
+    // Held as a settlement of the collector holds it: the next request, owing, waits on it.
+    await gateway.store.withPayerLock(revoking.address, async () => {
+      waiting = chat(client).then(
+        () => {
+          throw new Error('served');
+        },
+        (error: APIError) => error,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      revoked = await fetch(`${gateway.url}/v1/authorize`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${session.token}` },
+      });
+    });
+
+    expect(((await revoked.json()) as { data: unknown }).data).toMatchObject({
+      revoked: true,
+      owedAtomic: '66',
+    });
+    const refused = await waiting;
+    expect(refused.status).toBe(401);
+    expect(refused.error).toMatchObject({ code: 'unauthorized' });
+    expect(anthropic.log.length).toBe(calls);
+    // What the revocation reported owed is paid, and nothing more is owed.
+    expect(await usdcBalance(local, revoking.address)).toBe(payerBefore - 66n);
+    expect(await usdcBalance(local, treasury)).toBe(treasuryBefore + 66n);
+    expect((await debtOf(gateway.store, revoking.address)).owedAtomic).toBe(0n);
   });
 
   test("a validly signed token pairing one wallet with another wallet's session is 401", async () => {

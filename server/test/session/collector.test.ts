@@ -1,5 +1,5 @@
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { afterAll, expect, onTestFinished, test, vi } from 'vitest';
+import { afterAll, describe, expect, onTestFinished, test, vi } from 'vitest';
 import { type LocalChain, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { markSettlementSent, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
@@ -58,12 +58,7 @@ const waitLong = { timeout: 20_000, interval: 100 };
 /** A gateway of its own database whose collector stays quiet, stopped when the test ends. */
 async function quietGateway(): Promise<GatewayUnderTest> {
   const database = temporaryDatabase();
-  const quiet = await startGateway(
-    sessionGatewayConfig(local, anthropic, {
-      databaseUrl: database.url,
-      limits: { collectorIntervalMs: 3_600_000 },
-    }),
-  );
+  const quiet = await startGateway(sessionGatewayConfig(local, anthropic, { databaseUrl: database.url }));
   onTestFinished(async () => {
     await quiet.close();
     database.remove();
@@ -71,7 +66,6 @@ async function quietGateway(): Promise<GatewayUnderTest> {
   return quiet;
 }
 
-/** A collector of the gateway's database and chain, run by the test (`runOnce`): debts idle 0.3 s are due. */
 /** A payer (kit key `owner`) holding 10 atomic units of USDC, owing one answered request it cannot pay. */
 async function payerOwingUnpaid(on: GatewayUnderTest, owner: number) {
   const payer = await newPayer(local, owner, { fundUsdc: 10n });
@@ -81,7 +75,14 @@ async function payerOwingUnpaid(on: GatewayUnderTest, owner: number) {
   return { payer, session };
 }
 
-function collectorOf(of: GatewayUnderTest, options: Pick<CollectorOptions, 'backoffMs' | 'batchSize'>) {
+/**
+ * A collector of the gateway's database and chain, run by the test (`runOnce`): debts idle 0.3 s
+ * (or `idleMs`) are due; runs are a minute apart, receipts awaited 5 s.
+ */
+function collectorOf(
+  of: GatewayUnderTest,
+  options: Partial<Pick<CollectorOptions, 'backoffMs' | 'batchSize' | 'idleMs'>>,
+) {
   return createCollector({
     store: of.store,
     chain: createChainClient(of.config.chain),
@@ -244,4 +245,58 @@ test('payers that can never be collected, more than a batch of them, do not keep
   expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
   expect(await usdcBalance(local, payer.address)).toBe(payerBefore - SMALL_COST_ATOMIC);
   expect(collector.state().failing).toHaveLength(100);
+});
+
+describe('debts a session would outlive are collected without waiting for the idle time', () => {
+  // Idle 15 minutes (the default), runs a minute apart, receipts awaited 5 s: a debt is due at once
+  // when the payer's sessions all end within 16 minutes 5 seconds.
+  const FIFTEEN_MINUTES = 15 * 60_000;
+
+  /** A payer with a session expiring in `expiresInSeconds`, owing one answered request. */
+  async function owingOne(on: GatewayUnderTest, owner: number, salt: number, expiresInSeconds: number) {
+    const payer = await newPayer(local, owner, { salt });
+    const session = await authorize(on, payer, { expiresInSeconds });
+    anthropic.script({ text: 'last words', usage: SMALL });
+    expect((await chat(openaiFor(on, session.token))).status).toBe(200);
+    return { payer, session, balanceBefore: await usdcBalance(local, payer.address) };
+  }
+
+  test('the last request of a session expiring in 10 minutes is paid at once; one of a lasting session waits', async () => {
+    const quiet = await quietGateway();
+    const ending = await owingOne(quiet, 0, 21, 600);
+    const lasting = await owingOne(quiet, 1, 21, 86_400);
+    const collector = collectorOf(quiet, { idleMs: FIFTEEN_MINUTES });
+
+    const run = await collector.runOnce(new Date());
+
+    expect(run.collected).toEqual([ending.payer.address]);
+    expect(run.failed).toEqual([]);
+    const [settlement] = await settlementsOf(quiet.store, ending.payer.address);
+    expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
+    expect(await usdcBalance(local, ending.payer.address)).toBe(ending.balanceBefore - SMALL_COST_ATOMIC);
+    expect((await debtOf(quiet.store, ending.payer.address)).owedAtomic).toBe(0n);
+    // Its next request pays it, or the collector once it is idle.
+    expect(await usdcBalance(local, lasting.payer.address)).toBe(lasting.balanceBefore);
+    expect((await debtOf(quiet.store, lasting.payer.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
+  });
+
+  test('the debt a revocation reports is paid at once, through the revoked delegation', async () => {
+    const quiet = await quietGateway();
+    const { payer, session, balanceBefore } = await owingOne(quiet, 2, 21, 86_400);
+    const revoked = await fetch(`${quiet.url}/v1/authorize`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${session.token}` },
+    });
+    expect(((await revoked.json()) as { data: unknown }).data).toMatchObject({
+      revoked: true,
+      owedAtomic: SMALL_COST_ATOMIC.toString(),
+    });
+    const collector = collectorOf(quiet, { idleMs: FIFTEEN_MINUTES });
+
+    expect((await collector.runOnce(new Date())).collected).toEqual([payer.address]);
+    const [settlement] = await settlementsOf(quiet.store, payer.address);
+    expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
+    expect(await usdcBalance(local, payer.address)).toBe(balanceBefore - SMALL_COST_ATOMIC);
+    expect((await debtOf(quiet.store, payer.address)).owedAtomic).toBe(0n);
+  });
 });

@@ -52,7 +52,11 @@ export function withSessionStack(use: (stack: SessionStack) => Promise<void>): v
   });
 }
 
-/** The gateway's config for the local chain; idle debts are left alone unless a test asks for the collector. */
+/**
+ * The gateway's config for the local chain; debts are left to requests unless a test asks for the
+ * collector: it runs once at start-up, then hourly, and collects only debts idle an hour or of
+ * sessions ending within two.
+ */
 export function sessionGatewayConfig(
   local: LocalChain,
   anthropic: Simulator<AnthropicStep>,
@@ -60,7 +64,12 @@ export function sessionGatewayConfig(
 ): GatewayConfig {
   return chainGatewayConfig(local, anthropic, {
     databaseUrl: options.databaseUrl,
-    limits: { collectorIdleMs: 3_600_000, sessionMinCapAtomic: 1n, ...options.limits },
+    limits: {
+      collectorIdleMs: 3_600_000,
+      collectorIntervalMs: 3_600_000,
+      sessionMinCapAtomic: 1n,
+      ...options.limits,
+    },
   });
 }
 

@@ -8,6 +8,7 @@ import * as replacedTransactions from './0006-replaced-transactions.js';
 import * as relayerSends from './0007-relayer-sends.js';
 import * as relayerNonces from './0008-relayer-nonces.js';
 import * as settlementPayee from './0009-settlement-payee.js';
+import * as sessionExpiryIndex from './0010-session-expiry-index.js';
 
 /**
  * Every migration of the store, applied in name order. To add one: a new file
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   '0007-relayer-sends': relayerSends,
   '0008-relayer-nonces': relayerNonces,
   '0009-settlement-payee': settlementPayee,
+  '0010-session-expiry-index': sessionExpiryIndex,
 };
