@@ -153,18 +153,23 @@ describe("the gateway's transaction reverts while its authorization stays valid"
   });
 });
 
+/** The payer's request while the node fails `method` (from its first call on): what it was refused with. */
+async function chatWhileFailing(method: string, payer: PayerSigner): Promise<unknown> {
+  const failing = rpc.downFrom(method);
+  try {
+    const error = await chat(stack, payer).catch((e: unknown) => e);
+    await failing;
+    return error;
+  } finally {
+    rpc.pass();
+  }
+}
+
 describe('the chain cannot be read', () => {
   test('as the proof of the debt would be verified: 503 with retry-after, nothing left open, then the debt is paid once', async () => {
     const payer = await payerOwingSmallCost(stack);
     const before = await usdcBalance(stack.local, payer.address);
-    const failing = rpc.downFrom('eth_blockNumber');
-    let error: unknown;
-    try {
-      error = await chat(stack, payer).catch((e: unknown) => e);
-      await failing;
-    } finally {
-      rpc.pass();
-    }
+    const error = await chatWhileFailing('eth_blockNumber', payer);
     expect(error).toMatchObject({
       status: 503,
       error: { code: 'payments_unavailable', message: 'the chain cannot be read; retry shortly' },
@@ -193,14 +198,7 @@ describe('the node fails while a proof is verified', () => {
     ],
   ])('as it reads %s: 503 with retry-after, not an invalid proof', async (_, method, payerOf) => {
     const payer = await payerOf();
-    const failing = rpc.downFrom(method);
-    let error: unknown;
-    try {
-      error = await chat(stack, payer).catch((e: unknown) => e);
-      await failing;
-    } finally {
-      rpc.pass();
-    }
+    const error = await chatWhileFailing(method, payer);
     expect(error).toMatchObject({
       status: 503,
       error: {
