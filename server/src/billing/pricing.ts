@@ -49,6 +49,24 @@ export function pricesFor(pricing: ModelPricing, usage: TokenUsage): TokenPrices
   return tokenPrices(tier !== undefined && promptTokens(usage) > tier.aboveTokens ? tier : pricing);
 }
 
+/**
+ * The most `outputTokens` of output can cost at the model's base prices, commission included: reasoning
+ * tokens count against the same limit, so all of them at the dearer of the two prices. Known before
+ * a request is forwarded; its prompt is not in it, as nothing counts prompt tokens before the provider.
+ */
+export function outputCostBound(pricing: ModelPricing, outputTokens: number, commissionBps: number): bigint {
+  const prices = tokenPrices(pricing);
+  const bucket = prices.reasoning > prices.output ? 'reasoningTokens' : 'outputTokens';
+  const usage = {
+    inputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    outputTokens: 0,
+    reasoningTokens: 0,
+  };
+  return costOf({ ...usage, [bucket]: outputTokens }, prices, commissionBps).totalPicoUsd;
+}
+
 /** Provider cost from the disjoint token buckets; commission rounded down to the pico. */
 export function costOf(usage: TokenUsage, prices: TokenPrices, commissionBps: number): CostBreakdown {
   const providerPicoUsd =

@@ -2,6 +2,7 @@ import { type QueryCreator, type Selectable, type SqlBool, sql, type Transaction
 import { type Address, getAddress, type Hex } from 'viem';
 import type { PaymentRail } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
+import { toBigInt } from '../store/exact-sum.js';
 import { preparedQuery } from '../store/prepared-query.js';
 import type { Database, SettlementStatusColumn, SettlementsTable } from '../store/schema.js';
 import { selectActiveSession } from '../store/sessions.js';
@@ -106,6 +107,23 @@ const owedOrUnfinished = preparedQuery<{ wallet: Address }, { owed: SqlBool; unf
     ]),
 );
 
+/**
+ * The USDC atomic units the payer's session-rail settlements created from `since` moved, counting
+ * only those confirmed from `confirmedFrom`: a range of the payer's settlements by creation time.
+ */
+const selectSessionPaid = (
+  db: QueryCreator<Database>,
+  match: { wallet: Address; since: bigint; confirmedFrom: bigint },
+) =>
+  db
+    .selectFrom('settlements')
+    .select((eb) => eb.fn.sum<bigint | string | null>('amount_atomic').as('paid'))
+    .where('payer', '=', match.wallet)
+    .where('created_at', '>=', match.since)
+    .where('rail', '=', 'session')
+    .where('status', '=', 'confirmed')
+    .where('confirmed_at', '>=', match.confirmedFrom);
+
 // Asked on every chat request of the session rail, in one round trip.
 const activeAndOwing = preparedQuery<
   { id: string; wallet: Address; now: bigint },
@@ -133,6 +151,44 @@ export async function sessionStanding(
     now: BigInt((query.now ?? new Date()).getTime()),
   });
   return { active: Boolean(row?.active), mayOwe: Boolean(row?.owed) || Boolean(row?.unfinished) };
+}
+
+const paidSince = preparedQuery<
+  { wallet: Address; since: bigint; periodFrom: bigint },
+  { paid: unknown; paidInPeriod: unknown }
+>((db, parameter) => {
+  const wallet = parameter('wallet');
+  const since = parameter('since');
+  return db.selectNoFrom(() => [
+    selectSessionPaid(db, { wallet, since, confirmedFrom: since }).as('paid'),
+    selectSessionPaid(db, { wallet, since, confirmedFrom: parameter('periodFrom') }).as('paidInPeriod'),
+  ]);
+});
+
+/** What the payer's session-rail settlements opened since a session was stored paid through it. */
+export interface SessionPaid {
+  /** USDC atomic units of the payer's session-rail settlements opened since `paidSince`, confirmed. */
+  paidAtomic: bigint;
+  /** The part of `paidAtomic` confirmed from `periodFrom`. */
+  paidInPeriodAtomic: bigint;
+}
+
+/**
+ * What the payer's session-rail settlements opened since `paidSince` paid (from `periodFrom`, the
+ * current period's part). It reads every such settlement, so it is asked when a debt is settled
+ * (beside a transaction on chain), not on the path of a payer owing nothing.
+ */
+export async function sessionPaid(
+  store: Store,
+  query: { wallet: Address; paidSince: Date; periodFrom?: Date },
+): Promise<SessionPaid> {
+  const since = BigInt(query.paidSince.getTime());
+  const [row] = await paidSince(store, {
+    wallet: getAddress(query.wallet),
+    since,
+    periodFrom: query.periodFrom ? BigInt(query.periodFrom.getTime()) : since,
+  });
+  return { paidAtomic: toBigInt(row?.paid), paidInPeriodAtomic: toBigInt(row?.paidInPeriod) };
 }
 
 /**

@@ -1,12 +1,22 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Caller, sessionOver } from '../auth/jwt.js';
+import { debtOf } from '../billing/ledger.js';
 import { formatUsdcAtomic } from '../billing/money.js';
-import { sessionStanding } from '../billing/settlements.js';
+import { sessionPaid, sessionStanding } from '../billing/settlements.js';
 import { ApiError } from '../http/errors.js';
 import type { AdmissionRequest } from '../services/chat-contracts.js';
 import { isSessionActive } from '../store/sessions.js';
 import type { PaymentMethod } from './gate.js';
 import type { OutboxDeps } from './outbox/reconcile.js';
+import {
+  type CapShortfall,
+  capShortfall,
+  currentPeriodStart,
+  type RequestBound,
+  requestBound,
+  type SessionCaps,
+  sessionCapsReader,
+} from './session-allowance.js';
 import { findSession, type SessionRecord } from './session-records.js';
 import { type SettledDebt, settleSessionDebt } from './session-settlement.js';
 import type { SettleOnCompletion } from './settle-on-completion.js';
@@ -32,6 +42,8 @@ export interface SessionMethodOptions extends OutboxDeps {
   settleOnCompletion?: SettleOnCompletion;
   /** A 402 carrying x402 requirements for what the payer owes (the x402 rail), when that rail is on. */
   demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
+  /** COMMISSION_BPS: part of the most a request can cost, which its session's cap must still cover. */
+  commissionBps: number;
 }
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
@@ -39,6 +51,7 @@ const RETRY_AFTER_SECONDS = '2';
 
 /** The session-key rail: a session's access token names the payer, its delegation pays the debt. */
 export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMethod {
+  const capsOf = sessionCapsReader(options.store);
   return {
     rail: 'session',
 
@@ -58,16 +71,24 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
             headers: { 'www-authenticate': 'Bearer' },
           },
         );
+      const bound = requestBound(request, options.commissionBps);
       return {
         payer: caller.wallet,
-        // The session and whether its payer may owe anything, read together in one round trip.
+        // The session and whether its payer may owe anything, read together in one round trip
+        // (the session's caps once per process).
         async owesNothing() {
+          const caps = await capsOf(caller.sessionId);
+          if (!caps) throw sessionOver();
           const standing = await sessionStanding(options.store, {
             sessionId: caller.sessionId,
             wallet: caller.wallet,
           });
           if (!standing.active) throw sessionOver();
-          return !standing.mayOwe;
+          if (standing.mayOwe) return false;
+          // Held to the cap alone (see session-allowance.ts).
+          const nothingPaid = { paidAtomic: 0n, paidInPeriodAtomic: 0n };
+          await refuseBeyondCap(options, request, capShortfall(caps.limits, nothingPaid, 0n, bound));
+          return true;
         },
         recorded(cost) {
           if (cost.totalPicoUsd !== '0') options.settleOnCompletion?.settle(caller.wallet, caller.sessionId);
@@ -83,11 +104,43 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
           // request, of another request) can outlast the session: a payer that revoked it meanwhile
           // was told what it owed, which is paid now, and nothing more is served on it.
           if (!(await isSessionActive(options.store, caller.sessionId, caller.wallet))) throw sessionOver();
+          await refuseBeyondCap(options, request, await shortfallAfterSettling(options, session, bound));
           return headers;
         },
       };
     },
   };
+}
+
+/**
+ * What the delegation must still pay once the debt is settled: requests of the payer that completed
+ * meanwhile (the payer's credit taken off, as a settlement does), plus this request's bound.
+ */
+async function shortfallAfterSettling(
+  options: SessionMethodOptions,
+  session: SessionRecord,
+  bound: RequestBound,
+): Promise<CapShortfall | undefined> {
+  const [paid, debt] = await Promise.all([
+    sessionPaid(options.store, {
+      wallet: session.wallet,
+      paidSince: session.createdAt,
+      periodFrom: currentPeriodStart(session.limits),
+    }),
+    debtOf(options.store, session.wallet),
+  ]);
+  return capShortfall(session.limits, paid, debt.owedPicoUsd, bound);
+}
+
+/** 402 before forwarding a request its session's delegation could not pay for. */
+async function refuseBeyondCap(
+  options: SessionMethodOptions,
+  request: AdmissionRequest,
+  shortfall: CapShortfall | undefined,
+): Promise<void> {
+  if (!shortfall) return;
+  const { reason, message, details } = shortfall;
+  throw await paymentRequired(options, request, message, { reason, ...details }, BigInt(details.owedAtomic));
 }
 
 /** Pays the session payer's debt: the headers naming the payment, or the ApiError refusing the request. */
@@ -117,8 +170,8 @@ export function settlementHeaders(settled: SettledDebt): Record<string, string> 
   };
 }
 
-/** 402: the request is not forwarded; the payer may pay by x402 proof instead, or fix its session. */
-async function refusal(
+/** The chain refused the settlement: 402. */
+function refusal(
   options: SessionMethodOptions,
   request: AdmissionRequest,
   refused: SettlementRefusedError,
@@ -129,8 +182,19 @@ async function refusal(
     ...(refused.revert !== undefined && { revert: refused.revert }),
     owedAtomic: refused.owedAtomic.toString(),
   };
+  return paymentRequired(options, request, message, details, refused.owedAtomic);
+}
+
+/** 402: the request is not forwarded; the payer may pay by x402 proof instead, or fix its session. */
+async function paymentRequired(
+  options: SessionMethodOptions,
+  request: AdmissionRequest,
+  message: string,
+  details: Record<string, unknown>,
+  owedAtomic: bigint,
+): Promise<ApiError> {
   const x402 = await options
-    .demandPayment?.({ url: request.url, reason: message, amountAtomic: refused.owedAtomic })
+    .demandPayment?.({ url: request.url, reason: message, amountAtomic: owedAtomic })
     .catch(() => undefined);
   return new ApiError(402, 'payment_required', message, { ...x402?.options, details });
 }

@@ -85,6 +85,7 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
       adminToken: config.adminToken,
       demandPayment: options.demandPayment,
       settleOnCompletion: onCompletion,
+      commissionBps: config.commissionBps,
     }),
     collector,
     terms,

@@ -3,6 +3,7 @@ import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { describe, expect, onTestFinished, test, vi } from 'vitest';
 import { debtOf, recordUsage } from '../../src/billing/ledger.js';
 import { confirmSettlement, openSettlement } from '../../src/billing/settlements.js';
+import { loadCatalog } from '../../src/catalog/catalog.js';
 import { ApiError } from '../../src/http/errors.js';
 import { createPaymentGate, type IdentifiedPayer, type PaymentMethod } from '../../src/payments/gate.js';
 import { localInFlightLimiter } from '../../src/payments/in-flight.js';
@@ -16,9 +17,12 @@ import { completedRequest } from '../support/usage-entries.js';
 // The payment gate with the session rail on a real ledger; the chain is never reached: settling is
 // observed, not run.
 
+const MODEL = loadCatalog().find('anthropic/claude-sonnet-4.5');
 const REQUEST = {
   headers: { authorization: 'Bearer token' },
   url: '/v1/chat/completions',
+  model: MODEL,
+  request: { model: MODEL?.id, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 },
 } as unknown as AdmissionRequest;
 
 async function sessionOf(store: Store, id: string): Promise<Address> {
@@ -55,6 +59,7 @@ function gateOf(store: Store, payer: Address, sessionId: string, hooks: GateHook
     chain: {} as never,
     receiptTimeoutMs: 1_000,
     authenticate: () => ({ kind: 'wallet', wallet: payer, sessionId }),
+    commissionBps: 1_000,
   });
   const observed: PaymentMethod = {
     ...method,

@@ -93,7 +93,7 @@ export function newPayer(
 export function authorize(
   gateway: Pick<GatewayUnderTest, 'url'>,
   payer: PayerAccount,
-  options: { cap?: bigint; expiresInSeconds?: number; period?: { seconds: number } } = {},
+  options: { cap?: bigint; expiresInSeconds?: number; period?: { seconds: number; startsAt?: Date } } = {},
 ): Promise<AuthorizedSession> {
   return authorizeWithSmartAccount({
     gatewayUrl: gateway.url,

@@ -1,0 +1,169 @@
+import { atomicCovering, formatUsdcAtomic } from '../billing/money.js';
+import { outputCostBound } from '../billing/pricing.js';
+import type { SessionPaid } from '../billing/settlements.js';
+import type { SessionLimits } from '../client/types.js';
+import type { AdmissionRequest } from '../services/chat-contracts.js';
+import type { Store } from '../store/database.js';
+import { findSession, type SessionRecord } from './session-records.js';
+import type { RefusalReason } from './settlement-errors.js';
+
+// A settlement is one transfer of everything owed, which the delegation's caveats refuse once it
+// exceeds what they still allow: a debt beyond that can never be paid through the session. So a
+// request is forwarded only when what its payer owes plus the most the request can cost fits in what
+// the session's delegation can still pay, as the ledger tells it (no chain read per request): when
+// its payer's debt is settled first; a request of a payer owing nothing (its debt settled on
+// completion, or by the collector) is held to the cap alone, since what was paid takes reading
+// every settlement of the session.
+
+/** What the caps are read from: fixed once a session is stored. */
+export type SessionCaps = Pick<SessionRecord, 'createdAt' | 'limits'>;
+
+/** The most a request can cost before it is forwarded (its output; its prompt is not counted). */
+export interface RequestBound {
+  model: string;
+  outputTokens: number;
+  picoUsd: bigint;
+}
+
+/** A request the session cannot pay for: why, in words, and the figures for the client. */
+export interface CapShortfall {
+  /** `cap_reached` as when the chain refuses; `request_exceeds_cap`: the request alone is beyond the cap. */
+  reason: Extract<RefusalReason, 'cap_reached'> | 'request_exceeds_cap';
+  message: string;
+  details: CapDetails;
+}
+
+/** `error.details` of the 402, beside `reason`: USDC atomic units as decimal strings. */
+export interface CapDetails {
+  /** Which cap: over the delegation's life, or per period. */
+  cap: 'total' | 'period';
+  capAtomic: string;
+  /** What the cap still allows (in the current period, for a per-period cap). */
+  availableAtomic: string;
+  /** What the payer owes for completed requests, paid through the same delegation. */
+  owedAtomic: string;
+  /** The most this request can cost (its output token limit at the model's output price). */
+  requestMaxAtomic: string;
+}
+
+/** The request's output token limit (as the providers send it) at the model's output price. */
+export function requestBound(admission: AdmissionRequest, commissionBps: number): RequestBound {
+  const { model, request } = admission;
+  const outputTokens = request.max_completion_tokens ?? request.max_tokens ?? model.defaultMaxTokens;
+  return {
+    model: model.id,
+    outputTokens,
+    picoUsd: outputCostBound(model.pricing, outputTokens, commissionBps),
+  };
+}
+
+// Enough for every session in use at once; beyond it the oldest entry is read again when next needed.
+const CACHED_SESSIONS = 10_000;
+
+/**
+ * The caps of a session by id, read from the store once per process: they never change, so the
+ * requests after a session's first ask the store only what moves (its standing and what it paid).
+ */
+export function sessionCapsReader(store: Store): (sessionId: string) => Promise<SessionCaps | undefined> {
+  const cache = new Map<string, SessionCaps>();
+  return async (sessionId) => {
+    const known = cache.get(sessionId);
+    if (known) return known;
+    const session = await findSession(store, sessionId);
+    if (!session) return undefined;
+    const oldest = cache.keys().next();
+    if (cache.size >= CACHED_SESSIONS && !oldest.done) cache.delete(oldest.value);
+    const caps = { createdAt: session.createdAt, limits: session.limits };
+    cache.set(sessionId, caps);
+    return caps;
+  };
+}
+
+/**
+ * When the current period of a per-period cap began: the enforcer counts whole periods from its
+ * start date, so what was paid from then on is what the period has used.
+ */
+export function currentPeriodStart(limits: SessionLimits, now = new Date()): Date | undefined {
+  if (!limits.period) return undefined;
+  const start = Date.parse(limits.period.startsAt);
+  const length = limits.period.periodSeconds * 1000;
+  const elapsed = Math.max(0, now.getTime() - start);
+  return new Date(start + Math.floor(elapsed / length) * length);
+}
+
+/**
+ * Why the session's delegation cannot pay `owedPicoUsd` plus the request's bound, or undefined when it
+ * can. `paid` counts the payer's session-rail settlements since the session was stored: every one of
+ * them when the payer uses one session at a time, more than its delegation paid otherwise (so a
+ * payer using two sessions at once may be refused a request that would have fit).
+ */
+export function capShortfall(
+  limits: SessionLimits,
+  paid: SessionPaid,
+  owedPicoUsd: bigint,
+  bound: RequestBound,
+): CapShortfall | undefined {
+  for (const cap of capsOf(limits, paid)) {
+    const shortfall = shortfallOf(cap, owedPicoUsd, bound);
+    if (shortfall) return shortfall;
+  }
+  return undefined;
+}
+
+function shortfallOf(cap: Cap, owedPicoUsd: bigint, bound: RequestBound): CapShortfall | undefined {
+  const boundAtomic = atomicCovering(bound.picoUsd);
+  const availableAtomic = cap.atomic > cap.paidAtomic ? cap.atomic - cap.paidAtomic : 0n;
+  // What the next settlement may transfer: the debt and this request, rounded up as it will be.
+  if (boundAtomic <= cap.atomic && atomicCovering(owedPicoUsd + bound.picoUsd) <= availableAtomic)
+    return undefined;
+  const owedAtomic = atomicCovering(owedPicoUsd);
+  const details: CapDetails = {
+    cap: cap.kind,
+    capAtomic: cap.atomic.toString(),
+    availableAtomic: availableAtomic.toString(),
+    owedAtomic: owedAtomic.toString(),
+    requestMaxAtomic: boundAtomic.toString(),
+  };
+  const usdc = (atomic: bigint) => `${formatUsdcAtomic(atomic)} USDC`;
+  const worst = `this request may cost up to ${usdc(boundAtomic)} (${bound.outputTokens} output tokens of ${bound.model})`;
+  const capText = `the session's ${cap.name} of ${usdc(cap.atomic)}`;
+  const remedy = 'or authorize a session with a larger cap';
+  if (boundAtomic > cap.atomic)
+    return {
+      reason: 'request_exceeds_cap',
+      message: `${worst}, more than ${capText}: lower max_tokens, ${remedy}`,
+      details,
+    };
+  const [left, wait] = cap.kind === 'period' ? [' in this period', ' wait for the next period,'] : ['', ''];
+  return {
+    reason: 'cap_reached',
+    message: `${capText} has ${usdc(availableAtomic)} left${left}; ${usdc(owedAtomic)} is owed and ${worst}: lower max_tokens,${wait} ${remedy}`,
+    details,
+  };
+}
+
+interface Cap {
+  kind: 'total' | 'period';
+  name: string;
+  atomic: bigint;
+  paidAtomic: bigint;
+}
+
+function capsOf(limits: SessionLimits, paid: SessionPaid): Cap[] {
+  const caps: Cap[] = [];
+  if (limits.totalCapAtomic !== undefined)
+    caps.push({
+      kind: 'total',
+      name: 'total cap',
+      atomic: BigInt(limits.totalCapAtomic),
+      paidAtomic: paid.paidAtomic,
+    });
+  if (limits.period)
+    caps.push({
+      kind: 'period',
+      name: `cap per ${limits.period.periodSeconds}-second period`,
+      atomic: BigInt(limits.period.amountAtomic),
+      paidAtomic: paid.paidInPeriodAtomic,
+    });
+  return caps;
+}

@@ -1,0 +1,164 @@
+import type { Address } from 'viem';
+import { afterAll, describe, expect, test } from 'vitest';
+import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { debtOf } from '../../src/billing/ledger.js';
+import type { AuthorizedSession } from '../../src/client/index.js';
+import {
+  type AnthropicStep,
+  authorize,
+  type GatewayUnderTest,
+  MODEL,
+  newPayer,
+  type Simulator,
+  sessionGatewayConfig,
+  startGateway,
+  withSessionStack,
+} from './harness.js';
+
+// A settlement is one transfer of the whole debt: a debt beyond what the delegation still allows can
+// never be paid through it. Such requests are refused before they reach the provider.
+
+let local: LocalChain;
+let anthropic: Simulator<AnthropicStep>;
+let gateway: GatewayUnderTest;
+let treasury: Address;
+
+withSessionStack(async (stack) => {
+  ({ local, anthropic } = stack);
+  treasury = local.accounts.treasury.address;
+  gateway = await startGateway(sessionGatewayConfig(local, anthropic, { databaseUrl: stack.database.url }));
+});
+
+afterAll(() => gateway?.close());
+
+const OPUS = 'anthropic/claude-opus-4.5';
+/** 300 input and 2 output tokens of Sonnet ($3 / $15 per million, 10% commission): 1,023 atomic units. */
+const DEBT = { input_tokens: 300, output_tokens: 2 } as const;
+const DEBT_ATOMIC = 1_023n;
+/** 64 output tokens of Sonnet at $15 per million plus 10%: the most a `max_tokens: 64` request costs. */
+const BOUND_64_ATOMIC = 1_056n;
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  body: { error: { code: string; message: string; details: Record<string, string> } };
+}
+
+async function rawChat(token: string, body: { model?: string; max_tokens?: number } = {}): Promise<Answer> {
+  const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 64,
+      ...body,
+    }),
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Answer['body'] };
+}
+
+const balances = (payer: Address) => Promise.all([usdcBalance(local, payer), usdcBalance(local, treasury)]);
+
+/** A request refused at admission: 402, nothing sent to the provider, no USDC moved. */
+async function refusedUpFront(session: AuthorizedSession, body: Parameters<typeof rawChat>[1] = {}) {
+  const [before, calls] = [await balances(session.wallet), anthropic.log.length];
+  const refused = await rawChat(session.token, body);
+  expect(refused.status).toBe(402);
+  expect(refused.body.error.code).toBe('payment_required');
+  expect(anthropic.log.length).toBe(calls);
+  expect(await balances(session.wallet)).toEqual(before);
+  return refused;
+}
+
+describe('a request whose own worst case exceeds the cap', () => {
+  test('a per-period cap of 0.01 USDC refuses a 64,000-token Opus request, and serves a small one', async () => {
+    const payer = await newPayer(local, 0);
+    const session = await authorize(gateway, payer, { cap: 10_000n, period: { seconds: 86_400 } });
+    const refused = await refusedUpFront(session, { model: OPUS, max_tokens: 64_000 });
+    // 64,000 tokens at $25 per million plus 10%: 1.76 USDC.
+    expect(refused.body.error.details).toEqual({
+      reason: 'request_exceeds_cap',
+      cap: 'period',
+      capAtomic: '10000',
+      availableAtomic: '10000',
+      owedAtomic: '0',
+      requestMaxAtomic: '1760000',
+    });
+    expect(refused.body.error.message).toContain(
+      '1.76 USDC (64000 output tokens of anthropic/claude-opus-4.5)',
+    );
+    expect(refused.body.error.message).toContain('0.01 USDC');
+    expect(refused.body.error.message).toMatch(/lower max_tokens/);
+
+    anthropic.script({ text: 'small', usage: { input_tokens: 10, output_tokens: 2 } });
+    expect((await rawChat(session.token, { model: OPUS, max_tokens: 64 })).status).toBe(200);
+  });
+
+  test("without max_tokens the model's default limit is the bound", async () => {
+    const payer = await newPayer(local, 1);
+    const session = await authorize(gateway, payer, { cap: 10_000n });
+    // Sonnet's default of 4,096 output tokens: 0.067584 USDC, over the 0.01 USDC total cap.
+    const refused = await refusedUpFront(session, { max_tokens: undefined });
+    expect(refused.body.error.details).toMatchObject({
+      reason: 'request_exceeds_cap',
+      cap: 'total',
+      requestMaxAtomic: '67584',
+    });
+  });
+});
+
+describe('what the delegation can still pay', () => {
+  test('a total cap mostly used refuses a request its rest cannot cover, and serves one it can', async () => {
+    const payer = await newPayer(local, 2);
+    const session = await authorize(gateway, payer, { cap: 2_000n });
+    anthropic.script({ text: 'debt', usage: DEBT });
+    expect((await rawChat(session.token)).status).toBe(200);
+
+    // The debt is paid (977 units of the cap left), then the request is refused: 64 tokens may cost 1,056.
+    const calls = anthropic.log.length;
+    const [, treasuryBefore] = await balances(payer.address);
+    const afterPaying = await rawChat(session.token);
+    expect(afterPaying.status).toBe(402);
+    expect(afterPaying.body.error.details).toEqual({
+      reason: 'cap_reached',
+      cap: 'total',
+      capAtomic: '2000',
+      availableAtomic: '977',
+      owedAtomic: '0',
+      requestMaxAtomic: BOUND_64_ATOMIC.toString(),
+    });
+    expect(afterPaying.body.error.message).toContain(
+      "the session's total cap of 0.002 USDC has 0.000977 USDC left",
+    );
+    expect(anthropic.log.length).toBe(calls);
+    expect((await balances(payer.address))[1]).toBe(treasuryBefore + DEBT_ATOMIC);
+    expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(0n);
+
+    // Nothing owed now: a request the rest covers is served.
+    anthropic.script({ text: 'fits', usage: { input_tokens: 1, output_tokens: 1 } });
+    expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
+  });
+
+  test('a per-period cap refuses for the rest of its period, and serves again in the next', async () => {
+    const payer = await newPayer(local, 4);
+    // A 60-second period that ends about 15 seconds from now.
+    const startsAt = new Date(Date.now() - 45_000);
+    const session = await authorize(gateway, payer, { cap: 2_000n, period: { seconds: 60, startsAt } });
+    anthropic.script({ text: 'debt', usage: DEBT });
+    expect((await rawChat(session.token)).status).toBe(200);
+    const afterPaying = await rawChat(session.token);
+    expect(afterPaying.status).toBe(402);
+    expect(afterPaying.body.error.details).toMatchObject({
+      reason: 'cap_reached',
+      cap: 'period',
+      availableAtomic: '977',
+    });
+    expect(afterPaying.body.error.message).toMatch(/left in this period.*wait for the next period/);
+
+    const nextPeriod = startsAt.getTime() + 60_000;
+    await new Promise((resolve) => setTimeout(resolve, nextPeriod - Date.now() + 1_000));
+    anthropic.script({ text: 'next', usage: DEBT });
+    expect((await rawChat(session.token)).status).toBe(200);
+  }, 40_000);
+});
