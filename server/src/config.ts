@@ -276,7 +276,8 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
         'DATABASE_QUERY_TIMEOUT_MS',
         DEFAULT_DATABASE_QUERY_TIMEOUT_MS,
         0,
-        MAX_TIMER_MS,
+        // A day: the client's own bound adds to it (a lock wait, a grace), within Node's timers.
+        86_400_000,
       ),
       sessionMaxLifetimeSeconds: read.integer('SESSION_MAX_LIFETIME_SECONDS', 30 * 86_400, 60),
       sessionMinCapAtomic: BigInt(read.integer('SESSION_MIN_CAP_ATOMIC', 10_000, 1)),

@@ -15,6 +15,10 @@ export function createUsageRecorder(store: Store, commissionBps: number): UsageR
   return {
     async record(entry) {
       const cost = costOf(entry.usage, pricesFor(entry.model.pricing, entry.usage), commissionBps);
+      if (cost.totalPicoUsd > MAX_RECORDED_PICO_USD)
+        throw new RangeError(
+          `a cost of ${cost.totalPicoUsd} pico-USD is more than the ledger's integers hold`,
+        );
       const record = await write({
         requestId: entry.requestId,
         payer: entry.payer,
@@ -27,6 +31,9 @@ export function createUsageRecorder(store: Store, commissionBps: number): UsageR
     },
   };
 }
+
+/** The ledger's amounts are 64-bit integers on both databases. */
+const MAX_RECORDED_PICO_USD = 2n ** 63n - 1n;
 
 // Bounded so that one transaction stays well under the databases' bound-parameter limits.
 const MAX_BATCH = 256;
@@ -56,8 +63,8 @@ function groupCommit(
         else item.resolve(result);
       });
     } catch (error) {
-      // A record the database refuses (a cost beyond its integers, say) must not take the others
-      // of its batch with it: each is written alone. An outage fails them all (they are retried).
+      // A record the database refuses (one it finds wrong) must not take the others of its batch
+      // with it: each is written alone. An outage fails them all (they are retried).
       if (batch.length > 1 && !isStoreUnavailable(error)) for (const item of batch) await write([item]);
       else for (const item of batch) item.reject(error);
     }

@@ -1,5 +1,6 @@
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import mercurius, { type MercuriusContext } from 'mercurius';
+import { isStoreUnavailable } from '../store/database.js';
 
 /** `extensions.code` of every error the endpoint answers with. */
 export type GraphqlErrorCode =
@@ -11,6 +12,7 @@ export type GraphqlErrorCode =
   | 'FORBIDDEN'
   | 'QUERY_TOO_DEEP'
   | 'QUERY_TOO_COMPLEX'
+  | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL_SERVER_ERROR';
 
 /** An error a resolver or hook throws for the client to see. */
@@ -100,6 +102,14 @@ function formatExecutionError(
   if (isRequestError(error)) return withCode(error, 'BAD_REQUEST');
   const status = (error.originalError as { statusCode?: unknown } | undefined)?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) return withCode(error, 'BAD_REQUEST');
+  // The database away, or a query it cancelled (DATABASE_QUERY_TIMEOUT_MS): the client may retry.
+  if (isStoreUnavailable(error.originalError)) {
+    const unavailable = new GraphQLError('the ledger cannot be read now; retry shortly', {
+      path: error.path,
+      nodes: error.nodes,
+    });
+    return withCode(unavailable, 'SERVICE_UNAVAILABLE');
+  }
   log.error({ err: error.originalError ?? error }, 'graphql resolver failed');
   const masked = new GraphQLError('internal error', { path: error.path, nodes: error.nodes });
   return withCode(masked, 'INTERNAL_SERVER_ERROR');

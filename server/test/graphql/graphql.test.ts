@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { getIntrospectionQuery } from 'graphql';
-import type { KyselyPlugin } from 'kysely';
+import { type KyselyPlugin, sql } from 'kysely';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
@@ -197,6 +197,42 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
         cost { provider { usd } commission { usd } total { usd picoUsd } }
         settlement { status txHash amountUsd amountAtomic blockNumber } } }
       pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }`;
+
+  test.runIf(dialect === 'postgres')(
+    'a query the database cancels (held past DATABASE_QUERY_TIMEOUT_MS) is SERVICE_UNAVAILABLE, not an internal error',
+    async () => {
+      const base = testConfig();
+      const impatient = await buildApp(
+        testConfig({
+          adminToken: ADMIN_TOKEN,
+          databaseUrl: database.url,
+          limits: { ...base.limits, databaseQueryTimeoutMs: 200 },
+        }),
+      );
+      try {
+        // As a migration building an index would, for longer than the timeout.
+        const held = store.db.transaction().execute(async (trx) => {
+          await sql`lock table usage_records in access exclusive mode`.execute(trx);
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+        });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const res = await impatient.inject({
+          method: 'POST',
+          url: '/graphql',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+          payload: { query: `{ usage(wallet: "${alice}", first: 1) { edges { node { requestId } } } }` },
+        });
+        await held;
+        const body = res.json();
+        expect(body.errors[0]).toMatchObject({
+          message: 'the ledger cannot be read now; retry shortly',
+          extensions: { code: 'SERVICE_UNAVAILABLE' },
+        });
+      } finally {
+        await impatient.close();
+      }
+    },
+  );
 
   test('usage pages newest first with stable cursors, each record with its cost and settlement', async () => {
     const seen: string[] = [];

@@ -20,7 +20,7 @@ describe.each(testDialects)('the usage recorder on %s', (dialect) => {
     store = opened;
   });
 
-  test('a record the database refuses fails alone: the others written in the same commit are recorded', async () => {
+  test('a record the ledger cannot hold fails alone: the others asked in the same turn are recorded', async () => {
     const model = loadCatalog().find('anthropic/claude-opus-4.5')!;
     const recorder = createUsageRecorder(store, 1000);
     const record = (requestId: string, inputTokens: number) =>
@@ -38,6 +38,9 @@ describe.each(testDialects)('the usage recorder on %s', (dialect) => {
       record('after', 20),
     ]);
     expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((outcomes[1] as PromiseRejectedResult).reason).toMatchObject({
+      message: expect.stringContaining("more than the ledger's integers hold"),
+    });
     expect(await findUsageRecord(store, `before-${dialect}`)).toMatchObject({ usage: { inputTokens: 10 } });
     expect(await findUsageRecord(store, `after-${dialect}`)).toMatchObject({ usage: { inputTokens: 20 } });
     expect(await findUsageRecord(store, `absurd-${dialect}`)).toBeUndefined();

@@ -369,6 +369,12 @@ describe('a proof whose payer is not the signer the facilitator checks', () => {
     expect(handed.map((payload) => payload.payload)).toEqual([proof.payload]);
   });
 
+  test("a facilitator that names no payer (x402 makes it optional) verified the authorization's signer: taken", async () => {
+    const payer = privateKeyToAccount(generatePrivateKey());
+    const identified = await identifyWith(await proofFor(payer, 0n), async () => ({ isValid: true }));
+    expect(identified.payer).toBe(payer.address);
+  });
+
   test("a facilitator that verified someone else than the authorization's signer: 402, the payer is not taken", async () => {
     const payer = privateKeyToAccount(generatePrivateKey());
     const other = privateKeyToAccount(generatePrivateKey()).address;

@@ -247,10 +247,11 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
         throw paymentsUnavailable('the payment facilitator cannot be reached; retry shortly');
       }
       if (!verified.isValid) throw refuse(`the payment proof is not valid: ${failureReason(verified)}`);
-      // The facilitator names the signer whose signature it checked: only that one is the payer.
-      if (!verified.payer || !sameAddress(verified.payer, payer))
+      // A facilitator naming the signer whose signature it checked: only that one is the payer. One
+      // naming no one (x402 makes it optional) checked the only authorization it was handed.
+      if (verified.payer !== undefined && !sameAddress(verified.payer, payer))
         throw refuse(
-          `the payment proof is not valid: the facilitator verified a payment by ${verified.payer ?? 'no one'}, not by ${payer}`,
+          `the payment proof is not valid: the facilitator verified a payment by ${verified.payer}, not by ${payer}`,
         );
       return {
         payer,
