@@ -94,6 +94,22 @@ const NOT_RECORDED =
   'the gateway could not record the usage of this request, so it withholds the answer; nothing is charged';
 
 export function createChatService({ registry, gate, recorder }: ChatServiceOptions): ChatService {
+  /**
+   * An answer the provider completed without stating its usage (an OpenAI-compatible upstream that
+   * sends none, or ignores `stream_options.include_usage`) is billed as the tokens it did state,
+   * often none: said at warn level once per model (the metric counts each), for the operator to
+   * fix the upstream or its catalog entry.
+   */
+  const unmeteredModels = new Set<string>();
+  const warnIfUnmetered = (input: ChatInput, usage: MeteredUsage) => {
+    if (usage.exact || unmeteredModels.has(input.model.id)) return;
+    unmeteredModels.add(input.model.id);
+    input.log.warn(
+      { model: input.model.id, usage },
+      'the provider did not report the usage of this answer; it is billed only for the tokens reported (said once per model)',
+    );
+  };
+
   const admit = (input: ChatInput) =>
     gate.admit({
       headers: input.headers,
@@ -311,19 +327,6 @@ async function addOwedHeaders(input: ChatInput, admission: Admission): Promise<v
   } catch (error) {
     input.log.error({ err: error }, 'could not state what the payer owes; answering without those headers');
   }
-}
-
-/**
- * An answer the provider completed without stating its usage (an OpenAI-compatible upstream that
- * sends none, or ignores `stream_options.include_usage`) is billed as the tokens it did state, often
- * none: said at warn level, for the operator to fix the upstream or its catalog entry.
- */
-function warnIfUnmetered(input: ChatInput, usage: MeteredUsage): void {
-  if (!usage.exact)
-    input.log.warn(
-      { model: input.model.id, usage },
-      'the provider did not report the usage of this answer; it is billed only for the tokens reported',
-    );
 }
 
 /** The stream of a client that left before it opened. */
