@@ -6,6 +6,7 @@ import { retryingRecorder } from './billing/retrying-recorder.js';
 import { createUsageRecorder } from './billing/usage-recorder.js';
 import { type Catalog, loadCatalog } from './catalog/catalog.js';
 import {
+  type ChainConfig,
   ConfigError,
   DEFAULT_DATABASE_QUERY_TIMEOUT_MS,
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -17,7 +18,7 @@ import chatRoute from './http/chat-route.js';
 import { answerFrameworkError, clientErrorHandler, installErrorHandling } from './http/error-handling.js';
 import { ApiError } from './http/errors.js';
 import { StreamBuffers } from './http/event-stream.js';
-import { coreHealthChecks } from './http/health-checks.js';
+import { coreHealthChecks, probeClient } from './http/health-checks.js';
 import healthRoute, { type DependencyCheck } from './http/health-route.js';
 import metricsRoute from './http/metrics-route.js';
 import modelsRoute from './http/models-route.js';
@@ -82,6 +83,9 @@ const MAX_TIMEOUT_CHECK_MS = 1_000;
 /** A caller's own trace id, kept beside ours in logs and echoed when it is a plain token. */
 const CLIENT_REQUEST_ID = /^[\w.:-]{1,128}$/;
 
+/** How long start-up waits for the node's chain id: a first call to a remote node pays for DNS and TLS. */
+const START_CHAIN_ID_TIMEOUT_MS = 3_000;
+
 /** Builds the gateway without listening: tests call `inject()` or `listen({port: 0})`. */
 export async function buildApp(
   config: GatewayConfig,
@@ -92,6 +96,7 @@ export async function buildApp(
     throw new ConfigError('DEFAULT_MODEL', `"${config.defaultModel}" is not in the model catalog`);
   // Before anything is opened: an unknown chain without CHAIN_ENVIRONMENT_FILE stops start-up here.
   delegationEnvironment(config.chain);
+  await refuseOtherChain(config.chain);
   const providers = createProviderRegistry({
     providers: config.providers,
     upstreams: catalog.upstreams,
@@ -107,6 +112,7 @@ export async function buildApp(
     overrides.store ??
     openStore(config.databaseUrl, {
       queryTimeoutMs: config.limits.databaseQueryTimeoutMs ?? DEFAULT_DATABASE_QUERY_TIMEOUT_MS,
+      exclusive: true,
     });
   if (overrides.store) await migrateToLatest(store);
   else await migrateDatabase(config.databaseUrl, store);
@@ -377,4 +383,20 @@ function storeHealthCheck(store: Store): DependencyCheck {
       return { status: 'up', detail: store.dialect };
     },
   };
+}
+
+/**
+ * A node of another chain than CHAIN_ID stops start-up: the gateway would serve requests while
+ * every settlement and x402 proof, signed for CHAIN_ID, failed. A node that does not answer does
+ * not (the chain may come later): /health reports it, and a mismatch once it answers.
+ */
+async function refuseOtherChain(chain: ChainConfig): Promise<void> {
+  const nodeChainId = await probeClient(chain.rpcUrl, START_CHAIN_ID_TIMEOUT_MS)
+    .getChainId()
+    .catch(() => undefined);
+  if (nodeChainId === undefined || nodeChainId === chain.chainId) return;
+  throw new ConfigError(
+    'CHAIN_ID',
+    `is ${chain.chainId}, but the node at CHAIN_RPC_URL is on chain ${nodeChainId}: point CHAIN_RPC_URL at a node of chain ${chain.chainId}, or set CHAIN_ID to ${nodeChainId}`,
+  );
 }

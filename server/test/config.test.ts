@@ -255,7 +255,11 @@ describe('each invalid variable stops start-up with one message naming it', () =
     ['REQUEST_TIMEOUT_MS', { REQUEST_TIMEOUT_MS: '999' }, 'must be between 1000 and'],
     ['REQUEST_TIMEOUT_MS', { REQUEST_TIMEOUT_MS: 'soon' }, 'must be a whole number, got "soon"'],
     ['DATABASE_QUERY_TIMEOUT_MS', { DATABASE_QUERY_TIMEOUT_MS: '-1' }, 'must be a whole number, got "-1"'],
-    ['DATABASE_QUERY_TIMEOUT_MS', { DATABASE_QUERY_TIMEOUT_MS: '86400001' }, 'must be between 0 and 86400000'],
+    [
+      'DATABASE_QUERY_TIMEOUT_MS',
+      { DATABASE_QUERY_TIMEOUT_MS: '86400001' },
+      'must be between 0 and 86400000',
+    ],
     ['RATE_LIMIT_MAX', { RATE_LIMIT_MAX: '0' }, 'must be between 1 and'],
     ['RATE_LIMIT_WINDOW_MS', { RATE_LIMIT_WINDOW_MS: '1.5' }, 'must be a whole number, got "1.5"'],
     [

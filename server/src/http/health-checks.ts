@@ -15,32 +15,41 @@ export function coreHealthChecks(
   { redis }: { redis?: Redis } = {},
 ): DependencyCheck[] {
   return [
-    chainRpcCheck(probeClient(config.chain.rpcUrl)),
+    chainRpcCheck(probeClient(config.chain.rpcUrl), config.chain.chainId),
     providerCheck('anthropic', config.providers.anthropic, DEFAULT_ANTHROPIC_BASE_URL, 'ANTHROPIC_API_KEY'),
     providerCheck('google', config.providers.google, DEFAULT_GEMINI_BASE_URL, 'GEMINI_API_KEY'),
     ...(redis ? [redisCheck(redis)] : []),
   ];
 }
 
+/** What the chain probes read: the head, and which chain the node is on. */
+export type ChainProbe = Pick<PublicClient, 'getBlockNumber' | 'getChainId'>;
+
 /** A client of its own, so a slow RPC fails the probe fast instead of waiting on retries. */
-function probeClient(rpcUrl: string): Pick<PublicClient, 'getBlockNumber'> {
-  const options = { timeout: 1000, retryCount: 0 };
+export function probeClient(rpcUrl: string, timeoutMs = 1000): ChainProbe {
+  const options = { timeout: timeoutMs, retryCount: 0 };
   const transport = /^wss?:/.test(rpcUrl) ? webSocket(rpcUrl, options) : http(rpcUrl, options);
   return createPublicClient({ transport, cacheTime: 0 });
 }
 
 /**
- * Critical: settlements need the chain. The answer (up or down) is kept for `cacheMs` and
- * concurrent probes share one call, so a load balancer probing often costs one RPC call per period.
+ * Critical: settlements need the chain, the one CHAIN_ID names. The answer (up or down) is kept for
+ * `cacheMs` and concurrent probes share one round of calls, so a load balancer probing often costs
+ * two RPC calls per period.
  */
 export function chainRpcCheck(
-  client: Pick<PublicClient, 'getBlockNumber'>,
+  client: ChainProbe,
+  chainId: number,
   { cacheMs = 5000 }: { cacheMs?: number } = {},
 ): DependencyCheck {
   let last: { at: number; state: Promise<DependencyState> } | undefined;
   const probe = async (): Promise<DependencyState> => {
     try {
-      return { status: 'up', detail: `block ${await client.getBlockNumber()}` };
+      const [block, nodeChainId] = await Promise.all([client.getBlockNumber(), client.getChainId()]);
+      // Every settlement and x402 proof would be signed for the wrong chain, and fail.
+      if (nodeChainId !== chainId)
+        return { status: 'down', detail: `the node is on chain ${nodeChainId}, not CHAIN_ID ${chainId}` };
+      return { status: 'up', detail: `block ${block}` };
     } catch (error) {
       // The RPC URL may carry an API key: say what failed, never where.
       return { status: 'down', detail: chainErrorReason(error) };

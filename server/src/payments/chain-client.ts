@@ -5,6 +5,7 @@ import {
   type Chain,
   createPublicClient,
   defineChain,
+  ExecutionRevertedError,
   erc20Abi,
   getAddress,
   HttpRequestError,
@@ -135,12 +136,28 @@ const TRANSPORT_ERRORS = [
 
 /**
  * The node could not be reached, did not answer in time, or failed the call itself: retry later.
- * Anything else viem throws is about the input (a signature or proof it cannot decode).
+ * Anything else viem throws is about the input (a signature or proof it cannot decode), and so is
+ * a call the node answered by reverting.
  */
 export function isTransportFailure(error: unknown): boolean {
   return (
     error instanceof BaseError &&
+    !isExecutionRevert(error) &&
     error.walk((cause) => TRANSPORT_ERRORS.some((type) => cause instanceof type)) !== null
+  );
+}
+
+/**
+ * viem keeps the node's JSON-RPC answer beneath a revert: an RpcRequestError of code 3 (alone
+ * from a bare request; under an ExecutionRevertedError from an action), which is not a failed call.
+ */
+function isExecutionRevert(error: BaseError): boolean {
+  return (
+    error.walk(
+      (cause) =>
+        cause instanceof ExecutionRevertedError ||
+        (cause instanceof RpcRequestError && cause.code === ExecutionRevertedError.code),
+    ) !== null
   );
 }
 

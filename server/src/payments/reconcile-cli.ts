@@ -5,7 +5,8 @@ import { openStore } from '../store/database.js';
 import { formatReconciliation, reconcileLedger } from './reconcile-ledger.js';
 
 const USAGE = `npm run reconcile -- [--from-block N] [--to-block N] [--json]
-Compares the ledger (DATABASE_URL) with the USDC transfers to TREASURY_ADDRESS on CHAIN_RPC_URL.
+Compares the ledger (DATABASE_URL) with the USDC transfers on CHAIN_RPC_URL to the treasury
+each settlement paid (TREASURY_ADDRESS for those that recorded none).
 Exit 0: consistent. 1: mismatches (listed). 2: the check could not run.`;
 
 /** `npm run reconcile`: the ledger against the chain, as a report and an exit code. */
@@ -19,6 +20,7 @@ async function reconcile(): Promise<number> {
   const rpcUrl = config.chain.rpcUrl;
   const overWebSocket = /^wss?:/.test(rpcUrl);
   const publicClient = createPublicClient({ transport: overWebSocket ? webSocket(rpcUrl) : http(rpcUrl) });
+  // Not exclusive: it only reads, in one snapshot, while the gateway runs on the same SQLite file.
   const store = openStore(config.databaseUrl);
   try {
     const result = await reconcileLedger(

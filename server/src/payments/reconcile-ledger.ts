@@ -17,11 +17,11 @@ import type { Database, SettlementStatusColumn } from '../store/schema.js';
 
 /** What the ledger and the chain disagree on. */
 export type MismatchKind =
-  /** A confirmed settlement whose transaction moved nothing from its payer to the treasury. */
+  /** A confirmed settlement whose transaction moved nothing from its payer to its treasury. */
   | 'transfer_missing'
   /** A confirmed settlement whose transfer moved another amount. */
   | 'amount_differs'
-  /** A transfer from a payer to the treasury that no confirmed settlement records. */
+  /** A transfer from a payer to a treasury that no confirmed settlement records. */
   | 'transfer_unrecorded'
   /** One transaction recorded as the payment of several settlements of a payer. */
   | 'transaction_reused'
@@ -64,7 +64,7 @@ export interface LedgerReconciliation {
     payers: number;
     settlements: number;
     confirmedTransfers: number;
-    /** Transfers from payers to the treasury found on chain in the block range. */
+    /** Transfers from payers to the treasuries (TREASURY_ADDRESS, those settlements paid) found on chain in the block range. */
     chainTransfers: number;
     fromBlock: bigint;
     toBlock: bigint;
@@ -74,6 +74,7 @@ export interface LedgerReconciliation {
 export interface ReconcileChain {
   publicClient: PublicClient<Transport, Chain | undefined>;
   usdc: Address;
+  /** TREASURY_ADDRESS: whom settlements that record no treasury of their own paid. */
   treasury: Address;
 }
 
@@ -101,13 +102,16 @@ interface SettlementRow {
   txHash: Hash | null;
   /** Transactions sent for it before `txHash` replaced them (same nonce). */
   replacedTxHashes: Hash[];
+  /** The treasury it pays: the one configured when it was opened. */
+  payTo: Address;
   blockNumber: bigint | null;
 }
 
 /**
  * Compares the ledger with the chain: every confirmed settlement against the USDC transfer of its
- * transaction, every transfer from a known payer to the treasury against the settlements, every
- * settlement against the records it claims, and each payer's history as a whole. Read-only.
+ * transaction to its own treasury (TREASURY_ADDRESS may have changed since), every transfer from a
+ * known payer to any of those treasuries against the settlements, every settlement against the
+ * records it claims, and each payer's history as a whole. Read-only.
  */
 export async function reconcileLedger(
   store: Store,
@@ -124,21 +128,22 @@ export async function reconcileLedger(
   // One snapshot: a settlement the gateway finishes between two reads would otherwise show as a
   // payer out of balance, or records claimed by a settlement that does not exist.
   const [settlements, claims, credits, x402Nonces] = await inOneSnapshot(store, (db) =>
-    Promise.all([readSettlements(db), readClaims(db), readCredits(db), readX402Nonces(db)]),
+    Promise.all([readSettlements(db, treasury), readClaims(db), readCredits(db), readX402Nonces(db)]),
   );
   const payers = new Set([...credits.keys(), ...settlements.map((s) => s.payer)]);
+  const treasuries = new Set([treasury, ...settlements.map((s) => s.payTo)]);
 
   checkClaims(settlements, claims, report);
   checkPayers(settlements, claims, credits, report);
 
-  // Transfers on chain, keyed by transaction and payer (one transaction may pay several payers).
-  const onChain = await transfersToTreasury(chain, usdc, treasury, payers, fromBlock, toBlock, options);
+  // Transfers on chain, keyed by transaction, payer and treasury (one transaction may pay several payers).
+  const onChain = await transfersToTreasuries(chain, usdc, treasuries, payers, fromBlock, toBlock, options);
   const byTransfer = new Map<string, SettlementRow[]>();
   for (const settlement of settlements) {
     // Every transaction sent for it: at most one was mined, the others were replaced by it.
     for (const txHash of [settlement.txHash, ...settlement.replacedTxHashes]) {
       if (!txHash) continue;
-      const key = transferKey(txHash, settlement.payer);
+      const key = transferKey(txHash, settlement.payer, settlement.payTo);
       byTransfer.set(key, [...(byTransfer.get(key) ?? []), settlement]);
     }
   }
@@ -157,14 +162,14 @@ export async function reconcileLedger(
       });
       continue;
     }
-    const key = transferKey(settlement.txHash, settlement.payer);
-    const moved = onChain.get(key) ?? (await transferredIn(chain, usdc, treasury, settlement));
+    const key = transferKey(settlement.txHash, settlement.payer, settlement.payTo);
+    const moved = onChain.get(key) ?? (await transferredIn(chain, usdc, settlement));
     if (moved === undefined || moved === 0n) {
       report({
         ...about,
         txHash: settlement.txHash,
         kind: 'transfer_missing',
-        message: `confirmed settlement ${settlement.id} of ${formatUsdcAtomic(settlement.amount)} USDC: its transaction ${settlement.txHash} ${moved === undefined ? 'is not on chain or reverted' : 'moved no USDC from the payer to the treasury'}`,
+        message: `confirmed settlement ${settlement.id} of ${formatUsdcAtomic(settlement.amount)} USDC: its transaction ${settlement.txHash} ${moved === undefined ? 'is not on chain or reverted' : `moved no USDC from the payer to ${treasuryName(settlement.payTo, treasury)}`}`,
       });
     } else if (moved !== settlement.amount) {
       report({
@@ -188,8 +193,8 @@ export async function reconcileLedger(
   for (const [key, value] of onChain) {
     const recorded = byTransfer.get(key) ?? [];
     if (recorded.some((settlement) => settlement.status === 'confirmed')) continue;
-    const [txHash, payer] = key.split(':') as [Hash, Address];
-    const moved = `transaction ${txHash} moved ${formatUsdcAtomic(value)} USDC from ${payer} to the treasury`;
+    const [txHash, payer, payTo] = key.split(':') as [Hash, Address, Address];
+    const moved = `transaction ${txHash} moved ${formatUsdcAtomic(value)} USDC from ${payer} to ${treasuryName(payTo, treasury)}`;
     // Failed while its transaction paid: the records were owed again, and may be paid twice.
     const failed = recorded.find((settlement) => settlement.status === 'failed');
     const unfinished = recorded.find((settlement) => settlement.status !== 'failed');
@@ -282,11 +287,17 @@ async function inOneSnapshot<T>(store: Store, read: (db: Reader) => Promise<T>):
   });
 }
 
-function transferKey(txHash: Hash, payer: Address): string {
-  return `${txHash.toLowerCase()}:${getAddress(payer)}`;
+function transferKey(txHash: Hash, payer: Address, payTo: Address): string {
+  return `${txHash.toLowerCase()}:${getAddress(payer)}:${getAddress(payTo)}`;
 }
 
-async function readSettlements(db: Reader): Promise<SettlementRow[]> {
+/** The configured treasury as "the treasury"; an earlier one by its address. */
+function treasuryName(payTo: Address, treasury: Address): string {
+  return payTo === treasury ? 'the treasury' : `the earlier treasury ${payTo}`;
+}
+
+/** Settlements opened before they recorded their treasury (`pay_to`) paid `treasury`. */
+async function readSettlements(db: Reader, treasury: Address): Promise<SettlementRow[]> {
   const rows = await db
     .selectFrom('settlements')
     .select([
@@ -299,6 +310,7 @@ async function readSettlements(db: Reader): Promise<SettlementRow[]> {
       'tx_hash',
       'replaced_tx_hashes',
       'block_number',
+      'pay_to',
     ])
     .orderBy('created_at')
     .orderBy('id')
@@ -313,6 +325,7 @@ async function readSettlements(db: Reader): Promise<SettlementRow[]> {
     txHash: row.tx_hash,
     replacedTxHashes: row.replaced_tx_hashes ? (row.replaced_tx_hashes.split(',') as Hash[]) : [],
     blockNumber: row.block_number,
+    payTo: row.pay_to ? getAddress(row.pay_to) : treasury,
   }));
 }
 
@@ -436,11 +449,11 @@ function checkPayers(
   }
 }
 
-/** USDC moved from known payers to the treasury, per transaction and payer, in the block range. */
-async function transfersToTreasury(
+/** USDC moved from known payers to the treasuries, per transaction, payer and treasury, in the block range. */
+async function transfersToTreasuries(
   chain: ReconcileChain,
   usdc: Address,
-  treasury: Address,
+  treasuries: Set<Address>,
   payers: Set<Address>,
   fromBlock: bigint,
   toBlock: bigint,
@@ -453,7 +466,7 @@ async function transfersToTreasury(
     const logs = await chain.publicClient.getLogs({
       address: usdc,
       event: transferEvent,
-      args: { to: treasury },
+      args: { to: [...treasuries] },
       fromBlock: start,
       toBlock: end,
     });
@@ -461,7 +474,7 @@ async function transfersToTreasury(
       const from = getAddress(log.args.from as Address);
       // A transfer of 0 moves nothing, and anyone can make one from any address (transferFrom).
       if (!payers.has(from) || log.removed || !log.args.value) continue;
-      const key = transferKey(log.transactionHash, from);
+      const key = transferKey(log.transactionHash, from, log.args.to as Address);
       transfers.set(key, (transfers.get(key) ?? 0n) + (log.args.value ?? 0n));
     }
   }
@@ -469,14 +482,13 @@ async function transfersToTreasury(
 }
 
 /**
- * USDC the settlement's transaction moved from its payer to the treasury, read from its receipt
+ * USDC the settlement's transaction moved from its payer to its treasury, read from its receipt
  * (when the log search did not find it: outside the range, or missing); undefined when the
  * transaction is not on chain or reverted.
  */
 async function transferredIn(
   chain: ReconcileChain,
   usdc: Address,
-  treasury: Address,
   settlement: SettlementRow,
 ): Promise<bigint | undefined> {
   if (!settlement.txHash) return undefined;
@@ -493,7 +505,7 @@ async function transferredIn(
       (log) =>
         getAddress(log.address) === usdc &&
         getAddress(log.args.from) === settlement.payer &&
-        getAddress(log.args.to) === treasury,
+        getAddress(log.args.to) === settlement.payTo,
     )
     .reduce((sum, log) => sum + log.args.value, 0n);
 }

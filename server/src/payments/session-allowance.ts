@@ -16,7 +16,7 @@ import type { RefusalReason } from './settlement-errors.js';
 // every settlement of the session.
 
 /** What the caps are read from: fixed once a session is stored. */
-export type SessionCaps = Pick<SessionRecord, 'createdAt' | 'limits'>;
+type SessionCaps = Pick<SessionRecord, 'createdAt' | 'limits'>;
 
 /** The most a request can cost before it is forwarded (its output; its prompt is not counted). */
 export interface RequestBound {

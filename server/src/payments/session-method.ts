@@ -14,7 +14,6 @@ import {
   currentPeriodStart,
   type RequestBound,
   requestBound,
-  type SessionCaps,
   sessionCapsReader,
 } from './session-allowance.js';
 import { findSession, type SessionRecord } from './session-records.js';

@@ -65,6 +65,12 @@ export interface StoreOptions {
   busyTimeoutMs?: number;
   /** SQLite: how the WAL is flushed to stable storage (fsync on the thread pool). */
   fileSync?: FileSync;
+  /**
+   * SQLite file: held by this process alone until the store closes; another exclusive open, in
+   * any process, is refused. The gateway's (and the migrate command's): its payer locks, relayer
+   * send lock and collector leadership are in process. A reader (the reconcile command) shares it.
+   */
+  exclusive?: boolean;
 }
 
 export function isPostgresUrl(databaseUrl: string): boolean {
@@ -78,6 +84,41 @@ export function openStore(databaseUrl: string, options: StoreOptions = {}): Stor
 
 function openSqlite(path: string, options: StoreOptions): Store {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const release = options.exclusive && path !== ':memory:' ? holdExclusively(path) : undefined;
+  try {
+    return openSqliteFile(path, options, release);
+  } catch (error) {
+    release?.();
+    throw error;
+  }
+}
+
+/**
+ * Takes `<path>.lock` for this process alone, or refuses: two gateways on one file would each
+ * lock payers, send from the relayer key and collect in their own process (two collectors, two
+ * sends with one nonce). SQLite's own lock (an exclusive transaction held open) on a file of its
+ * own, so the ledger's connections (the usage worker thread's too) are untouched; the OS drops it
+ * when the process dies, so a crash or a SIGKILL leaves nothing stale. Returns its release.
+ */
+function holdExclusively(path: string): () => void {
+  const lock = new SqliteDatabase(`${path}.lock`, { timeout: 0 });
+  try {
+    lock.pragma('locking_mode = EXCLUSIVE');
+    // Nothing is written: no journal file beside it.
+    lock.pragma('journal_mode = MEMORY');
+    lock.exec('begin exclusive');
+  } catch (error) {
+    lock.close();
+    if ((error as { code?: unknown }).code !== 'SQLITE_BUSY') throw error;
+    throw new Error(
+      `another gateway process is using ${path}: stop it first (several instances need PostgreSQL)`,
+      { cause: error },
+    );
+  }
+  return () => lock.close();
+}
+
+function openSqliteFile(path: string, options: StoreOptions, release: (() => void) | undefined): Store {
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   const file = new SqliteDatabase(path);
   file.defaultSafeIntegers(true);
@@ -110,6 +151,7 @@ function openSqlite(path: string, options: StoreOptions): Store {
     async close() {
       await usageWriter?.close();
       await db.destroy();
+      release?.();
     },
   };
 }
@@ -168,25 +210,33 @@ const CONNECT_TIMEOUT_MS = 5_000;
 /** pg's error for a query unanswered within `query_timeout`. */
 const QUERY_READ_TIMEOUT = 'Query read timeout';
 
-/** Ends a connection at once, as a network failure would: whoever holds it sees an error, a pool drops it. */
-function closeConnection(client: pg.Client): void {
+/**
+ * Takes a connection out of use. One whose query timed out is ended: marked at once (its pool
+ * drops it on release instead of handing it to the next query) and its socket destroyed. An idle
+ * one is destroyed as a network failure would: its pool drops it on the error.
+ */
+function closeConnection(client: pg.Client, idle: boolean): void {
+  if (!idle) {
+    client.end().catch(() => undefined);
+    return;
+  }
   (
     client as pg.Client & { connection: { stream: { destroy(error: Error): void } } }
-  ).connection.stream.destroy(new Error(QUERY_READ_TIMEOUT));
+  ).connection.stream.destroy(new Error('closed: another connection to the database timed out'));
 }
 /**
- * Asks the server to drop this connection's session within about a minute when the gateway's host
- * vanishes (power loss, a partition) instead of the OS's two hours, so the advisory locks it held
- * (a payer's, the collector's leadership) come free. Run before the pool hands the connection out;
- * each setting on its own, so a server refusing one (tcp_user_timeout before PostgreSQL 12) keeps
- * the others.
+ * Session settings each connection asks for before the pool hands it out, each on its own, so a
+ * server refusing one (tcp_user_timeout before PostgreSQL 12) keeps the others.
  */
-async function askForKeepalives(client: pg.ClientBase, settings = SERVER_KEEPALIVES): Promise<void> {
+async function applySessionSettings(client: pg.ClientBase, settings = SESSION_SETTINGS): Promise<void> {
   for (const [name, value] of settings)
     await client.query('select set_config($1, $2, false)', [name, value]).catch(() => undefined);
 }
 
-const SERVER_KEEPALIVES: ReadonlyArray<readonly [string, string]> = [
+const SESSION_SETTINGS: ReadonlyArray<readonly [string, string]> = [
+  // The server drops this connection's session within about a minute when the gateway's host
+  // vanishes (power loss, a partition) instead of the OS's two hours, so the advisory locks it
+  // held (a payer's, the collector's leadership) come free.
   ['tcp_keepalives_idle', '30'],
   ['tcp_keepalives_interval', '10'],
   ['tcp_keepalives_count', '3'],
@@ -233,7 +283,8 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
       if (result instanceof Promise)
         result.catch((error: unknown) => {
           if ((error as Error | undefined)?.message !== QUERY_READ_TIMEOUT) return;
-          for (const client of [this, ...idle]) closeConnection(client);
+          closeConnection(this, false);
+          for (const client of idle) closeConnection(client, true);
         });
       return result;
     }
@@ -246,7 +297,7 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
     Client: TimedClient,
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
-    onConnect: askForKeepalives,
+    onConnect: applySessionSettings,
     ...(queryTimeoutMs > 0 && { query_timeout: queryTimeoutMs }),
   };
   const queries =
@@ -255,7 +306,10 @@ function openPostgres(connectionString: string, options: StoreOptions): Store {
           ...connection,
           query_timeout: queryTimeoutMs + CLIENT_TIMEOUT_GRACE_MS,
           onConnect: (client: pg.ClientBase) =>
-            askForKeepalives(client, [...SERVER_KEEPALIVES, ['statement_timeout', String(queryTimeoutMs)]]),
+            applySessionSettings(client, [
+              ...SESSION_SETTINGS,
+              ['statement_timeout', String(queryTimeoutMs)],
+            ]),
         }
       : connection;
   const pool = new pg.Pool({ ...queries, max: options.poolSize ?? 10, types: pgTypes });
@@ -319,7 +373,12 @@ const UNAVAILABLE_CODES = new Set([
   // retry succeeds.
   '40P01',
   '40001',
+  // A server that cannot take writes now: read-only after a failover, its disk or memory full.
+  '25006',
+  '53100',
+  '53200',
   'SQLITE_BUSY',
+  'SQLITE_FULL',
   USAGE_WRITER_LOST,
 ]);
 

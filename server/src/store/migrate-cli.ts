@@ -5,7 +5,8 @@ import { migrateDatabase } from './migrate.js';
 /** `npm run migrate`: applies pending migrations to DATABASE_URL and exits. */
 async function migrate(): Promise<void> {
   const databaseUrl = loadDatabaseUrl();
-  const store = openStore(databaseUrl);
+  // Not under a gateway running on a SQLite file: its code would meet a schema it does not know.
+  const store = openStore(databaseUrl, { exclusive: true });
   try {
     const applied = await migrateDatabase(databaseUrl, store);
     console.log(applied.length === 0 ? 'database is up to date' : `applied: ${applied.join(', ')}`);

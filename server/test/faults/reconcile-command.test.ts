@@ -2,12 +2,16 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { type Address, erc20Abi, keccak256, toHex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { expect, test } from 'vitest';
 import { createLocalWalletClient } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { type MismatchKind, reconcileLedger } from '../../src/payments/reconcile-ledger.js';
-import { chat, fundedEoa, useX402Stack } from '../x402/harness.js';
+import {
+  type LedgerReconciliation,
+  type MismatchKind,
+  reconcileLedger,
+} from '../../src/payments/reconcile-ledger.js';
+import { chat, freshEoa, fundedEoa, useX402Stack } from '../x402/harness.js';
 
 // `npm run reconcile` on a ledger the gateway kept (x402 payers: plain accounts that can also
 // send USDC to the treasury by themselves), then on the same ledger deliberately broken.
@@ -47,11 +51,11 @@ async function reconcileCommand(args: string[] = [], env: Record<string, string>
   return { code: code as number, stdout, stderr: stderr.replace(/^npm warn .*\n/gm, '') };
 }
 
-const reconcile = () =>
+const reconcile = (treasury: Address = stack.local.accounts.treasury.address) =>
   reconcileLedger(stack.gateway.store, {
     publicClient: stack.local.publicClient,
     usdc: stack.local.usdc,
-    treasury: stack.local.accounts.treasury.address,
+    treasury,
   });
 
 /** Payer key `index` sends `amount` USDC to the treasury itself, not through the gateway. */
@@ -245,4 +249,42 @@ test('blocks after --to-block are not searched: a later transfer outside the led
     );
   expect(unrecorded(bounded.stdout)).toEqual([]);
   expect(unrecorded(unbounded.stdout)).toHaveLength(1);
+});
+
+test('each settlement is checked against the treasury it paid, which TREASURY_ADDRESS may no longer name', async () => {
+  const { store } = stack.gateway;
+  const earlier = stack.local.accounts.treasury.address;
+  const payer = await freshEoa(stack, 1_000_000n);
+  await chat(stack, payer);
+  await chat(stack, payer);
+  const [settlement] = await settlementsOf(store, payer.address, { status: 'confirmed' });
+  expect(settlement?.payTo).toBe(earlier);
+  // The earlier tests' broken ledger is still there: only this payer's findings count.
+  const about = (result: LedgerReconciliation) =>
+    [...result.mismatches, ...result.noted].filter((finding) => finding.payer === payer.address);
+  const setSettlement = (values: { status?: 'failed' | 'confirmed'; pay_to?: null }) =>
+    store.db.updateTable('settlements').set(values).where('id', '=', settlement!.id).execute();
+
+  // The operator has moved the treasury since.
+  const moved = privateKeyToAccount(generatePrivateKey()).address;
+  expect(about(await reconcile(moved))).toEqual([]);
+  const report = await reconcileCommand(['--json'], { TREASURY_ADDRESS: moved });
+  const reported = JSON.parse(report.stdout) as LedgerReconciliation;
+  expect(about(reported)).toEqual([]);
+
+  // Its transfer to the earlier treasury is found on chain too: failed, its payment is reported.
+  await setSettlement({ status: 'failed' });
+  expect(about(await reconcile(moved))).toContainEqual(
+    expect.objectContaining({
+      kind: 'transfer_unrecorded',
+      settlementId: settlement!.id,
+      message: expect.stringContaining(`from ${payer.address} to the earlier treasury ${earlier}, but`),
+    }),
+  );
+  await setSettlement({ status: 'confirmed' });
+
+  // One opened before settlements recorded their treasury paid the treasury configured now.
+  await setSettlement({ pay_to: null });
+  expect(about(await reconcile(earlier))).toEqual([]);
+  expect(about(await reconcile(moved)).map((finding) => finding.kind)).toContain('transfer_missing');
 });

@@ -3,9 +3,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { createPublicClient, http } from 'viem';
-import { afterEach, describe, expect, test } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { type AnvilProcess, startAnvil } from '../../devkit/chain/index.js';
 import { buildApp } from '../../src/app.js';
-import type { GatewayConfig } from '../../src/config.js';
+import { ConfigError, type GatewayConfig } from '../../src/config.js';
 import { chainRpcCheck } from '../../src/http/health-checks.js';
 import { GATEWAY_VERSION } from '../../src/version.js';
 import { testConfig } from '../support/config.js';
@@ -16,24 +17,30 @@ afterEach(async () => {
   await Promise.all(closers.splice(0).map((close) => close()));
 });
 
-/** A JSON-RPC endpoint that knows only eth_blockNumber, and counts the calls. */
+/**
+ * A JSON-RPC endpoint that knows only eth_blockNumber and eth_chainId (the test config's chain
+ * unless `chain.id` is changed), and counts the calls.
+ */
 async function blockNumberRpc(block: number) {
   const calls = { count: 0 };
+  const chain = { id: testConfig().chain.chainId };
+  const results: Record<string, () => number> = { eth_blockNumber: () => block, eth_chainId: () => chain.id };
   const server = createServer(async (req, res) => {
     let raw = '';
     for await (const chunk of req) raw += chunk;
     const { id, method } = JSON.parse(raw);
     calls.count++;
     res.setHeader('content-type', 'application/json');
+    const result = results[method]?.();
     res.end(
       JSON.stringify(
-        method === 'eth_blockNumber'
-          ? { jsonrpc: '2.0', id, result: `0x${block.toString(16)}` }
-          : { jsonrpc: '2.0', id, error: { code: -32601, message: 'method not found' } },
+        result === undefined
+          ? { jsonrpc: '2.0', id, error: { code: -32601, message: 'method not found' } }
+          : { jsonrpc: '2.0', id, result: `0x${result.toString(16)}` },
       ),
     );
   });
-  return { url: await listen(server), calls };
+  return { url: await listen(server), calls, chain };
 }
 
 /** Accepts connections and never answers. */
@@ -177,21 +184,46 @@ describe('the chain RPC check', () => {
   const client = (url: string) =>
     createPublicClient({ transport: http(url, { timeout: 1000, retryCount: 0 }), cacheTime: 0 });
 
-  test('keeps its answer for the cache period: many probes, one RPC call', async () => {
+  const chainId = testConfig().chain.chainId;
+
+  test('keeps its answer for the cache period: many probes, one round of calls (block and chain id)', async () => {
     const rpc = await blockNumberRpc(7);
-    const check = chainRpcCheck(client(rpc.url), { cacheMs: 60_000 });
+    const check = chainRpcCheck(client(rpc.url), chainId, { cacheMs: 60_000 });
     const states = await Promise.all([check.check(), check.check(), check.check()]);
     await check.check();
     expect(states).toEqual(Array(3).fill({ status: 'up', detail: 'block 7' }));
-    expect(rpc.calls.count).toBe(1);
+    expect(rpc.calls.count).toBe(2);
   });
 
   test('asks again once the cache period is over', async () => {
     const rpc = await blockNumberRpc(7);
-    const check = chainRpcCheck(client(rpc.url), { cacheMs: 0 });
+    const check = chainRpcCheck(client(rpc.url), chainId, { cacheMs: 0 });
     await check.check();
     await check.check();
-    expect(rpc.calls.count).toBe(2);
+    expect(rpc.calls.count).toBe(4);
+  });
+
+  test('reports a node on another chain than CHAIN_ID as down, naming both ids and not the RPC URL', async () => {
+    const rpc = await blockNumberRpc(7);
+    rpc.chain.id = 84532;
+    const state = await chainRpcCheck(client(rpc.url), 8453).check();
+    expect(state).toEqual({ status: 'down', detail: 'the node is on chain 84532, not CHAIN_ID 8453' });
+  });
+
+  test('/health is degraded once the node behind CHAIN_RPC_URL is on another chain than at start-up', async () => {
+    const rpc = await blockNumberRpc(7);
+    const app = await buildApp(testConfig(chainAt(rpc.url)));
+    closers.push(() => app.close());
+    // Re-pointed behind the same URL (a load balancer, a DNS change) after the gateway started.
+    rpc.chain.id = 84532;
+    const res = await app.inject({ method: 'GET', url: '/health' });
+    expect(res.json().data).toMatchObject({
+      status: 'degraded',
+      dependencies: {
+        chain: { status: 'down', detail: `the node is on chain 84532, not CHAIN_ID ${chainId}` },
+      },
+    });
+    expect(res.body).not.toContain(new URL(rpc.url).host);
   });
 
   test('reports a hung RPC as down instead of hanging the probe', async () => {
@@ -208,7 +240,35 @@ describe('the chain RPC check', () => {
       res.statusCode = 502;
       res.end('bad gateway');
     });
-    const check = chainRpcCheck(client(await listen(server)));
+    const check = chainRpcCheck(client(await listen(server)), chainId);
     expect(await check.check()).toMatchObject({ status: 'down', detail: 'HTTP request failed.' });
+  });
+});
+
+describe('start-up against the node behind CHAIN_RPC_URL', () => {
+  let anvil: AnvilProcess;
+  beforeAll(async () => {
+    anvil = await startAnvil();
+  });
+  afterAll(() => anvil?.stop());
+
+  test('a node on another chain than CHAIN_ID stops start-up, naming CHAIN_ID and both ids, not the URL', async () => {
+    // Base Sepolia's node (here anvil, chain 31337) with CHAIN_ID left at Base's.
+    const config = testConfig({ chain: { ...testConfig().chain, rpcUrl: anvil.rpcUrl, chainId: 8453 } });
+    const refused = await buildApp(config).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(ConfigError);
+    expect((refused as ConfigError).message).toBe(
+      'Invalid configuration: CHAIN_ID is 8453, but the node at CHAIN_RPC_URL is on chain 31337: point CHAIN_RPC_URL at a node of chain 8453, or set CHAIN_ID to 31337',
+    );
+  });
+
+  test('a node on the chain CHAIN_ID names starts, and /health reports it up', async () => {
+    const data = await health(chainAt(anvil.rpcUrl));
+    expect(data.dependencies.chain).toEqual({ status: 'up', detail: expect.stringMatching(/^block \d+$/) });
+  });
+
+  test('a node that cannot be reached at start-up does not stop it: the chain may come later', async () => {
+    const data = await health({ chain: { ...testConfig().chain, rpcUrl: CLOSED_PORT_URL, chainId: 8453 } });
+    expect(data.dependencies.chain.status).toBe('down');
   });
 });

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
+import { startAnvil } from '../../devkit/chain/index.js';
 
 const SERVER_DIR = fileURLToPath(new URL('../..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'paygate-main-'));
@@ -159,6 +160,53 @@ describe('main.ts with a good environment', () => {
       expect(logged).not.toContain(secret);
     // Node's parse errors carry the raw request (as a Buffer, which pino writes byte by byte).
     expect(logged).not.toContain('rawPacket');
+  });
+});
+
+describe('main.ts on a SQLite file another gateway process is using', () => {
+  test('exits 1 naming the file; once the first is gone, it starts', async () => {
+    const env = { ...goodEnv, DATABASE_URL: join(dir, 'shared', 'gateway.sqlite') };
+    const first = startGateway(env);
+    await first.logLine((log) => String(log.msg).startsWith('Server listening at '));
+    const second = startGateway(env);
+    const listening = second
+      .logLine((log) => String(log.msg).startsWith('Server listening at '))
+      .then(
+        () => 'listening',
+        () => 'exited',
+      );
+    expect(await Promise.race([second.exited, listening])).toBe(1);
+    expect(second.stderr()).toContain(`another gateway process is using ${env.DATABASE_URL}`);
+
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    const third = startGateway(env);
+    await third.logLine((log) => String(log.msg).startsWith('Server listening at '));
+    third.child.kill('SIGTERM');
+    expect(await third.exited).toBe(0);
+  });
+});
+
+describe('main.ts on a node of another chain than CHAIN_ID', () => {
+  test('exits 1 with one line naming CHAIN_ID and both chain ids, and not the RPC URL', async () => {
+    const anvil = await startAnvil();
+    try {
+      // A Base Sepolia node (here anvil, chain 31337) with CHAIN_ID left at Base's (8453).
+      const gateway = startGateway({ ...goodEnv, CHAIN_RPC_URL: anvil.rpcUrl });
+      const listening = gateway
+        .logLine((log) => String(log.msg).startsWith('Server listening at '))
+        .then(
+          () => 'listening',
+          () => 'exited',
+        );
+      expect(await Promise.race([gateway.exited, listening])).toBe(1);
+      expect(gateway.stderr().trim().split('\n')).toEqual([
+        'Invalid configuration: CHAIN_ID is 8453, but the node at CHAIN_RPC_URL is on chain 31337: point CHAIN_RPC_URL at a node of chain 8453, or set CHAIN_ID to 31337',
+      ]);
+      expect(gateway.logs).toEqual([]);
+    } finally {
+      await anvil.stop();
+    }
   });
 });
 

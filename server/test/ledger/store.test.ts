@@ -1,9 +1,10 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import SqliteDatabase from 'better-sqlite3';
 import { Migrator, sql } from 'kysely';
@@ -80,6 +81,71 @@ describe('SQLite file store', () => {
     }).catch((error: { code: number; stderr: string }) => error);
     expect(failed).toMatchObject({ code: 1 });
     expect((failed as { stderr: string }).stderr).toContain('Invalid configuration: DATABASE_URL');
+  });
+});
+
+describe('SQLite file held by one gateway process', () => {
+  const inUse = (file: string) => `another gateway process is using ${file}`;
+
+  /** A process of its own that opens `file` exclusively, as a gateway does, and waits to be killed. */
+  async function holderProcess(file: string) {
+    const script = join(scratch, `holder-${Date.now()}.ts`);
+    const database = pathToFileURL(join(import.meta.dirname, '../../src/store/database.ts')).href;
+    writeFileSync(
+      script,
+      // Kept referenced, as a gateway keeps its store: a store collected as garbage is closed.
+      `import { openStore } from '${database}';\nconst store = openStore(${JSON.stringify(file)}, { exclusive: true });\nconsole.log('held');\nsetInterval(() => store, 60_000);\n`,
+    );
+    const child = spawn(process.execPath, ['--import', 'tsx', script], {
+      cwd: join(import.meta.dirname, '../..'),
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const exited = once(child, 'exit');
+    await once(child.stdout, 'data');
+    return { child, exited };
+  }
+
+  test('a second exclusive open is refused while the first is open, in the same process too, and allowed after close', async () => {
+    const file = join(scratch, 'held', 'gateway.sqlite');
+    const first = openStore(file, { exclusive: true });
+    try {
+      await migrateToLatest(first);
+      expect(() => openStore(file, { exclusive: true })).toThrow(inUse(file));
+      // The gateway refuses to start on it, before anything else is opened.
+      await expect(buildApp(testConfig({ databaseUrl: file }))).rejects.toThrow(inUse(file));
+      // A reader (the reconcile command) shares the file with its holder.
+      const reader = openStore(file);
+      try {
+        expect(await reader.db.selectFrom('payers').selectAll().execute()).toEqual([]);
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      await first.close();
+    }
+    const second = openStore(file, { exclusive: true });
+    await second.close();
+    // :memory: is a database of its own: nothing to hold.
+    const memory = [openStore(':memory:', { exclusive: true }), openStore(':memory:', { exclusive: true })];
+    await Promise.all(memory.map((store) => store.close()));
+  });
+
+  test('another process holding the file refuses this one; killed with SIGKILL, it leaves no stale lock', async () => {
+    const file = join(scratch, 'killed', 'gateway.sqlite');
+    const holder = await holderProcess(file);
+    try {
+      expect(() => openStore(file, { exclusive: true })).toThrow(inUse(file));
+      const migrate = await run('npm', ['run', '--silent', 'migrate'], {
+        env: { ...process.env, DATABASE_URL: file },
+        cwd: join(import.meta.dirname, '../..'),
+      }).catch((error: { code: number; stderr: string }) => error);
+      expect(migrate).toMatchObject({ code: 1, stderr: expect.stringContaining(inUse(file)) });
+    } finally {
+      holder.child.kill('SIGKILL');
+      await holder.exited;
+    }
+    const store = openStore(file, { exclusive: true });
+    await store.close();
   });
 });
 

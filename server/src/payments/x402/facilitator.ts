@@ -15,7 +15,6 @@ import {
   type Address,
   BaseError,
   concat,
-  ExecutionRevertedError,
   encodeFunctionData,
   type Hash,
   type Hex,
@@ -157,7 +156,7 @@ function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeo
   const { onSubmitted, onNodeFailure } = calls;
   const read = <T>(call: Promise<T>): Promise<T> =>
     call.catch((error: unknown) => {
-      if (isNodeFailure(error)) onNodeFailure?.(error);
+      if (isTransportFailure(error)) onNodeFailure?.(error);
       throw error;
     });
   const send = async (to: Address, data: Hex): Promise<Hash> => {
@@ -199,16 +198,5 @@ function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeo
       sendTransaction: (args) => send(args.to, args.data),
     },
     confirmationTimeoutMs === undefined ? {} : { confirmationTimeoutMs },
-  );
-}
-
-/**
- * The node did not answer the call. A call it answered by reverting is an answer, though viem
- * keeps the node's JSON-RPC error beneath it, which `isTransportFailure` takes for a failed call.
- */
-function isNodeFailure(error: unknown): boolean {
-  return (
-    isTransportFailure(error) &&
-    (error as BaseError).walk((cause) => cause instanceof ExecutionRevertedError) === null
   );
 }
