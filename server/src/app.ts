@@ -115,7 +115,12 @@ export async function buildApp(
       exclusive: true,
     });
   if (overrides.store) await migrateToLatest(store);
-  else await migrateDatabase(config.databaseUrl, store);
+  else
+    await migrateDatabase(config.databaseUrl, store).catch(async (error: unknown) => {
+      // Its lock on a SQLite file would otherwise be held until collected.
+      await store.close();
+      throw error;
+    });
   // Every instance sharing the store sends from the same relayer key: one nonce at a time among them.
   const chain = createChainClient(config.chain, {
     sendLock: storeSendLock(store, config.chain.chainId),

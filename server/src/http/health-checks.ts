@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { createPublicClient, http, type PublicClient, webSocket } from 'viem';
+import { createPublicClient, http, type PublicClient, TimeoutError, webSocket } from 'viem';
 import {
   DEFAULT_ANTHROPIC_BASE_URL,
   DEFAULT_GEMINI_BASE_URL,
@@ -25,11 +25,33 @@ export function coreHealthChecks(
 /** What the chain probes read: the head, and which chain the node is on. */
 export type ChainProbe = Pick<PublicClient, 'getBlockNumber' | 'getChainId'>;
 
-/** A client of its own, so a slow RPC fails the probe fast instead of waiting on retries. */
+/**
+ * A client of its own, so a slow RPC fails the probe fast instead of waiting on retries. Each call
+ * is bounded here too: a WebSocket transport opens its socket before its request timeout starts,
+ * and the socket has no timeout of its own (a node accepting the connection and never answering
+ * would hold the probe, or the start-up, forever).
+ */
 export function probeClient(rpcUrl: string, timeoutMs = 1000): ChainProbe {
   const options = { timeout: timeoutMs, retryCount: 0 };
   const transport = /^wss?:/.test(rpcUrl) ? webSocket(rpcUrl, options) : http(rpcUrl, options);
-  return createPublicClient({ transport, cacheTime: 0 });
+  const client = createPublicClient({ transport, cacheTime: 0 });
+  return {
+    getBlockNumber: () => answeredWithin(timeoutMs, client.getBlockNumber()),
+    getChainId: () => answeredWithin(timeoutMs, client.getChainId()),
+  };
+}
+
+/** `call`, or viem's TimeoutError once `ms` have passed (its URL left out: it may carry a key). */
+async function answeredWithin<T>(ms: number, call: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new TimeoutError({ body: {}, url: 'CHAIN_RPC_URL' })), ms);
+  });
+  try {
+    return await Promise.race([call, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

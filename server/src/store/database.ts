@@ -389,7 +389,7 @@ export function isStoreUnavailable(error: unknown): boolean {
   if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
   return (
     error instanceof Error &&
-    /^Connection terminated|^timeout expired$|timeout exceeded when trying to connect|Client has encountered a connection error|^Query read timeout$/.test(
+    /^Connection terminated|^timeout expired$|timeout exceeded when trying to connect|Client has encountered a connection error|^Query read timeout$|^Client was closed and is not queryable$/.test(
       error.message,
     )
   );

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { createPublicClient, http } from 'viem';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
@@ -229,6 +229,22 @@ describe('the chain RPC check', () => {
   test('reports a hung RPC as down instead of hanging the probe', async () => {
     const data = await health(chainAt(await silentRpc()));
     expect(data.status).toBe('degraded');
+    expect(data.dependencies.chain).toEqual({
+      status: 'down',
+      detail: 'The request took too long to respond.',
+    });
+  });
+
+  test('reports a WebSocket RPC that never completes its handshake as down instead of hanging the probe', async () => {
+    const server = createServer(() => {});
+    const held: Socket[] = [];
+    // The connection is taken, the handshake never answered.
+    server.on('upgrade', (_request, socket: Socket) => held.push(socket));
+    closers.push(async () => {
+      for (const socket of held) socket.destroy();
+    });
+    const url = (await listen(server)).replace('http:', 'ws:');
+    const data = await health(chainAt(url));
     expect(data.dependencies.chain).toEqual({
       status: 'down',
       detail: 'The request took too long to respond.',
