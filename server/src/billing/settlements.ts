@@ -5,7 +5,7 @@ import type { Store } from '../store/database.js';
 import { toBigInt } from '../store/exact-sum.js';
 import { preparedQuery } from '../store/prepared-query.js';
 import type { Database, SettlementStatusColumn, SettlementsTable } from '../store/schema.js';
-import { selectActiveSession } from '../store/sessions.js';
+import { addSessionPaid, selectActiveSession } from '../store/sessions.js';
 import { timeOrderedId } from '../store/time-ordered-id.js';
 import { atomicCovering, PICO_PER_ATOMIC } from './money.js';
 
@@ -107,93 +107,86 @@ const owedOrUnfinished = preparedQuery<{ wallet: Address }, { owed: SqlBool; unf
     ]),
 );
 
-/**
- * The USDC atomic units the payer's session-rail settlements created from `since` moved, counting
- * only those confirmed from `confirmedFrom`: a range of the payer's settlements by creation time.
- */
-const selectSessionPaid = (
+/** A column of the session `id`'s row, as a scalar subquery (null when there is no such session). */
+const sessionColumn = (
   db: QueryCreator<Database>,
-  match: { wallet: Address; since: bigint; confirmedFrom: bigint },
-) =>
-  db
-    .selectFrom('settlements')
-    .select((eb) => eb.fn.sum<bigint | string | null>('amount_atomic').as('paid'))
-    .where('payer', '=', match.wallet)
-    .where('created_at', '>=', match.since)
-    .where('rail', '=', 'session')
-    .where('status', '=', 'confirmed')
-    .where('confirmed_at', '>=', match.confirmedFrom);
+  id: string,
+  column: 'paid_atomic' | 'period_paid_atomic' | 'paid_period',
+) => db.selectFrom('sessions').select(column).where('id', '=', id);
 
 // Asked on every chat request of the session rail, in one round trip.
 const activeAndOwing = preparedQuery<
   { id: string; wallet: Address; now: bigint },
-  { active: SqlBool; owed: SqlBool; unfinished: SqlBool }
+  {
+    active: SqlBool;
+    owed: SqlBool;
+    unfinished: SqlBool;
+    paid: unknown;
+    periodPaid: unknown;
+    paidPeriod: unknown;
+  }
 >((db, parameter) => {
+  const id = parameter('id');
   const wallet = parameter('wallet');
   return db.selectNoFrom((eb) => [
-    eb.exists(selectActiveSession(db, { id: parameter('id'), wallet, now: parameter('now') })).as('active'),
+    eb.exists(selectActiveSession(db, { id, wallet, now: parameter('now') })).as('active'),
     eb.exists(selectOwedRecord(db, wallet)).as('owed'),
     eb.exists(selectUnfinishedSettlement(db, wallet)).as('unfinished'),
+    sessionColumn(db, id, 'paid_atomic').as('paid'),
+    sessionColumn(db, id, 'period_paid_atomic').as('periodPaid'),
+    sessionColumn(db, id, 'paid_period').as('paidPeriod'),
   ]);
 });
 
+/** What a session's delegation paid: the running totals its confirmed settlements keep. */
+export interface SessionPaid {
+  /** USDC atomic units its confirmed settlements moved. */
+  paidAtomic: bigint;
+  /** The part of `paidAtomic` confirmed in period `paidPeriod` of its per-period cap. */
+  periodPaidAtomic: bigint;
+  /** The index of the period `periodPaidAtomic` counts (null: nothing paid in any period yet). */
+  paidPeriod: bigint | null;
+}
+
+/** A session's standing, as admission reads it before every request of the session rail. */
+export interface SessionStanding {
+  /** The session exists for that wallet, not revoked, not expired (auth's `isSessionActive`). */
+  active: boolean;
+  /** The payer may owe something (`mayOwe`). */
+  mayOwe: boolean;
+  /** What the session's delegation paid: exact when nothing is owed or in flight. */
+  paid: SessionPaid;
+}
+
 /**
- * Whether the session stands (auth's `isSessionActive`) and whether its payer may owe anything
- * (`mayOwe`), from one statement: both are asked before every request the session rail forwards.
+ * Whether the session stands, whether its payer may owe anything and what its delegation paid,
+ * from one statement: all asked before every request the session rail forwards. The totals are
+ * read from the session's row, never cached: another instance may confirm a settlement meanwhile.
  */
 export async function sessionStanding(
   store: Store,
   query: { sessionId: string; wallet: Address; now?: Date },
-): Promise<{ active: boolean; mayOwe: boolean }> {
+): Promise<SessionStanding> {
   const [row] = await activeAndOwing(store, {
     id: query.sessionId,
     wallet: getAddress(query.wallet),
     now: BigInt((query.now ?? new Date()).getTime()),
   });
-  return { active: Boolean(row?.active), mayOwe: Boolean(row?.owed) || Boolean(row?.unfinished) };
-}
-
-const paidSince = preparedQuery<
-  { wallet: Address; since: bigint; periodFrom: bigint },
-  { paid: unknown; paidInPeriod: unknown }
->((db, parameter) => {
-  const wallet = parameter('wallet');
-  const since = parameter('since');
-  return db.selectNoFrom(() => [
-    selectSessionPaid(db, { wallet, since, confirmedFrom: since }).as('paid'),
-    selectSessionPaid(db, { wallet, since, confirmedFrom: parameter('periodFrom') }).as('paidInPeriod'),
-  ]);
-});
-
-/** What the payer's session-rail settlements opened since a session was stored paid through it. */
-export interface SessionPaid {
-  /** USDC atomic units of the payer's session-rail settlements opened since `paidSince`, confirmed. */
-  paidAtomic: bigint;
-  /** The part of `paidAtomic` confirmed from `periodFrom`. */
-  paidInPeriodAtomic: bigint;
-}
-
-/**
- * What the payer's session-rail settlements opened since `paidSince` paid (from `periodFrom`, the
- * current period's part). It reads every such settlement, so it is asked when a debt is settled
- * (beside a transaction on chain), not on the path of a payer owing nothing.
- */
-export async function sessionPaid(
-  store: Store,
-  query: { wallet: Address; paidSince: Date; periodFrom?: Date },
-): Promise<SessionPaid> {
-  const since = BigInt(query.paidSince.getTime());
-  const [row] = await paidSince(store, {
-    wallet: getAddress(query.wallet),
-    since,
-    periodFrom: query.periodFrom ? BigInt(query.periodFrom.getTime()) : since,
-  });
-  return { paidAtomic: toBigInt(row?.paid), paidInPeriodAtomic: toBigInt(row?.paidInPeriod) };
+  return {
+    active: Boolean(row?.active),
+    mayOwe: Boolean(row?.owed) || Boolean(row?.unfinished),
+    paid: {
+      paidAtomic: toBigInt(row?.paid),
+      periodPaidAtomic: toBigInt(row?.periodPaid),
+      paidPeriod: row?.paidPeriod === null || row?.paidPeriod === undefined ? null : toBigInt(row.paidPeriod),
+    },
+  };
 }
 
 /**
  * Claims every unclaimed record of the payer into a new `pending` settlement and returns it, or
- * null when nothing is owed. When the payer's credit covers its records they are paid by the
+ * null when nothing is owed. `sessionId`: the session whose delegation pays it (session rail), whose
+ * totals its confirmation adds to. When the payer's credit covers its records they are paid by the
  * credit at once (a confirmed settlement of 0) and null is returned. Safe under concurrency:
  * the payer's row is locked for the transaction and a payer has at most one unfinished settlement.
  */
@@ -202,6 +195,7 @@ export async function openSettlement(
   payer: Address,
   rail: PaymentRail,
   payTo?: Address,
+  sessionId?: string,
 ): Promise<Settlement | null> {
   const wallet = getAddress(payer);
   if (!(await mayOwe(store, wallet))) return null;
@@ -254,6 +248,7 @@ export async function openSettlement(
         credit_before_pico: payerRow.credit_pico,
         carried_pico: 0,
         pay_to: payTo ?? null,
+        session_id: sessionId ?? null,
         created_at: now,
         updated_at: now,
       })
@@ -366,7 +361,14 @@ export async function confirmSettlement(
       .where('status', 'in', UNFINISHED)
       .returningAll()
       .executeTakeFirst();
-    if (row) await creditPayer(trx, row);
+    // Only the transition from unfinished counts: a second confirmation changes no row.
+    if (!row) return row;
+    await creditPayer(trx, row);
+    // By the confirmation's time, not the block's (the receipt has no timestamp; reading the block
+    // is another call to the node): it is never before the block's, so a transfer mined just
+    // before a period ends may be counted in the next one, which then looks fuller than it is.
+    if (row.session_id !== null && row.amount_atomic > 0n)
+      await addSessionPaid(trx, row.session_id, row.amount_atomic, now);
     return row;
   });
   if (confirmed) return toSettlement(confirmed);

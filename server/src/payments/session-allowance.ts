@@ -4,19 +4,19 @@ import type { SessionPaid } from '../billing/settlements.js';
 import type { SessionLimits } from '../client/types.js';
 import type { AdmissionRequest } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
+import { periodIndex } from '../store/sessions.js';
 import { findSession, type SessionRecord } from './session-records.js';
 import type { RefusalReason } from './settlement-errors.js';
 
 // A settlement is one transfer of everything owed, which the delegation's caveats refuse once it
 // exceeds what they still allow: a debt beyond that can never be paid through the session. So a
 // request is forwarded only when what its payer owes plus the most the request can cost fits in what
-// the session's delegation can still pay, as the ledger tells it (no chain read per request): when
-// its payer's debt is settled first; a request of a payer owing nothing (its debt settled on
-// completion, or by the collector) is held to the cap alone, since what was paid takes reading
-// every settlement of the session.
+// the session's delegation can still pay, as the ledger tells it (no chain read per request): the
+// session's running totals of what its confirmed settlements paid (total, and in the current period
+// of a per-period cap), read with its standing before every request.
 
 /** What the caps are read from: fixed once a session is stored. */
-type SessionCaps = Pick<SessionRecord, 'createdAt' | 'limits'>;
+type SessionCaps = Pick<SessionRecord, 'limits'>;
 
 /** The most a request can cost before it is forwarded (its output; its prompt is not counted). */
 export interface RequestBound {
@@ -62,7 +62,8 @@ const CACHED_SESSIONS = 10_000;
 
 /**
  * The caps of a session by id, read from the store once per process: they never change, so the
- * requests after a session's first ask the store only what moves (its standing and what it paid).
+ * requests after a session's first ask the store only what moves (its standing and what it paid,
+ * never cached: another instance may confirm a settlement meanwhile).
  */
 export function sessionCapsReader(store: Store): (sessionId: string) => Promise<SessionCaps | undefined> {
   const cache = new Map<string, SessionCaps>();
@@ -73,37 +74,25 @@ export function sessionCapsReader(store: Store): (sessionId: string) => Promise<
     if (!session) return undefined;
     const oldest = cache.keys().next();
     if (cache.size >= CACHED_SESSIONS && !oldest.done) cache.delete(oldest.value);
-    const caps = { createdAt: session.createdAt, limits: session.limits };
+    const caps = { limits: session.limits };
     cache.set(sessionId, caps);
     return caps;
   };
 }
 
 /**
- * When the current period of a per-period cap began: the enforcer counts whole periods from its
- * start date, so what was paid from then on is what the period has used.
- */
-export function currentPeriodStart(limits: SessionLimits, now = new Date()): Date | undefined {
-  if (!limits.period) return undefined;
-  const start = Date.parse(limits.period.startsAt);
-  const length = limits.period.periodSeconds * 1000;
-  const elapsed = Math.max(0, now.getTime() - start);
-  return new Date(start + Math.floor(elapsed / length) * length);
-}
-
-/**
  * Why the session's delegation cannot pay `owedPicoUsd` plus the request's bound, or undefined when it
- * can. `paid` counts the payer's session-rail settlements since the session was stored: every one of
- * them when the payer uses one session at a time, more than its delegation paid otherwise (so a
- * payer using two sessions at once may be refused a request that would have fit).
+ * can. `paid`: what the session's confirmed settlements paid through its delegation; of it, the
+ * period cap counts only what was paid in the period `now` falls in.
  */
 export function capShortfall(
   limits: SessionLimits,
   paid: SessionPaid,
   owedPicoUsd: bigint,
   bound: RequestBound,
+  now = new Date(),
 ): CapShortfall | undefined {
-  for (const cap of capsOf(limits, paid)) {
+  for (const cap of capsOf(limits, paid, now.getTime())) {
     const shortfall = shortfallOf(cap, owedPicoUsd, bound);
     if (shortfall) return shortfall;
   }
@@ -149,7 +138,7 @@ interface Cap {
   paidAtomic: bigint;
 }
 
-function capsOf(limits: SessionLimits, paid: SessionPaid): Cap[] {
+function capsOf(limits: SessionLimits, paid: SessionPaid, now: number): Cap[] {
   const caps: Cap[] = [];
   if (limits.totalCapAtomic !== undefined)
     caps.push({
@@ -163,7 +152,8 @@ function capsOf(limits: SessionLimits, paid: SessionPaid): Cap[] {
       kind: 'period',
       name: `cap per ${limits.period.periodSeconds}-second period`,
       atomic: BigInt(limits.period.amountAtomic),
-      paidAtomic: paid.paidInPeriodAtomic,
+      // What was paid in an earlier period is not counted in this one.
+      paidAtomic: paid.paidPeriod === periodIndex(limits.period, now) ? paid.periodPaidAtomic : 0n,
     });
   return caps;
 }

@@ -2,16 +2,14 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { type Caller, sessionOver } from '../auth/jwt.js';
 import { debtOf } from '../billing/ledger.js';
 import { formatUsdcAtomic } from '../billing/money.js';
-import { sessionPaid, sessionStanding } from '../billing/settlements.js';
+import { sessionStanding } from '../billing/settlements.js';
 import { ApiError } from '../http/errors.js';
 import type { AdmissionRequest } from '../services/chat-contracts.js';
-import { isSessionActive } from '../store/sessions.js';
 import type { PaymentMethod } from './gate.js';
 import type { OutboxDeps } from './outbox/reconcile.js';
 import {
   type CapShortfall,
   capShortfall,
-  currentPeriodStart,
   type RequestBound,
   requestBound,
   sessionCapsReader,
@@ -73,8 +71,8 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
       const bound = requestBound(request, options.commissionBps);
       return {
         payer: caller.wallet,
-        // The session and whether its payer may owe anything, read together in one round trip
-        // (the session's caps once per process).
+        // The session, whether its payer may owe anything and what its delegation paid, read
+        // together in one round trip (the session's caps once per process).
         async owesNothing() {
           const caps = await capsOf(caller.sessionId);
           if (!caps) throw sessionOver();
@@ -84,9 +82,8 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
           });
           if (!standing.active) throw sessionOver();
           if (standing.mayOwe) return false;
-          // Held to the cap alone (see session-allowance.ts).
-          const nothingPaid = { paidAtomic: 0n, paidInPeriodAtomic: 0n };
-          await refuseBeyondCap(options, request, capShortfall(caps.limits, nothingPaid, 0n, bound));
+          // Nothing owed or in flight: the totals count every settlement of the session.
+          await refuseBeyondCap(options, request, capShortfall(caps.limits, standing.paid, 0n, bound));
           return true;
         },
         recorded(cost) {
@@ -99,10 +96,6 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
           if (!session)
             throw new ApiError(401, 'unauthorized', 'the session of this access token does not exist');
           const headers = await settleOrRefuse(options, request, session);
-          // The wait on the payer's lock (behind a settlement of the collector, of a completed
-          // request, of another request) can outlast the session: a payer that revoked it meanwhile
-          // was told what it owed, which is paid now, and nothing more is served on it.
-          if (!(await isSessionActive(options.store, caller.sessionId, caller.wallet))) throw sessionOver();
           await refuseBeyondCap(options, request, await shortfallAfterSettling(options, session, bound));
           return headers;
         },
@@ -113,22 +106,23 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
 
 /**
  * What the delegation must still pay once the debt is settled: requests of the payer that completed
- * meanwhile (the payer's credit taken off, as a settlement does), plus this request's bound.
+ * meanwhile (the payer's credit taken off, as a settlement does), plus this request's bound, against
+ * the session's totals as the settlement left them.
  */
 async function shortfallAfterSettling(
   options: SessionMethodOptions,
   session: SessionRecord,
   bound: RequestBound,
 ): Promise<CapShortfall | undefined> {
-  const [paid, debt] = await Promise.all([
-    sessionPaid(options.store, {
-      wallet: session.wallet,
-      paidSince: session.createdAt,
-      periodFrom: currentPeriodStart(session.limits),
-    }),
+  const [standing, debt] = await Promise.all([
+    sessionStanding(options.store, { sessionId: session.id, wallet: session.wallet }),
     debtOf(options.store, session.wallet),
   ]);
-  return capShortfall(session.limits, paid, debt.owedPicoUsd, bound);
+  // The wait on the payer's lock (behind a settlement of the collector, of a completed request, of
+  // another request) can outlast the session: a payer that revoked it meanwhile was told what it
+  // owed, which is paid now, and nothing more is served on it.
+  if (!standing.active) throw sessionOver();
+  return capShortfall(session.limits, standing.paid, debt.owedPicoUsd, bound);
 }
 
 /** 402 before forwarding a request its session's delegation could not pay for. */

@@ -62,7 +62,7 @@ export async function settleSessionDebt(
   session: SessionRecord,
 ): Promise<SettledDebt | null> {
   for (let attempt = 1; ; attempt++) {
-    const settlement = await openAfterUnfinished(deps, session.wallet);
+    const settlement = await openAfterUnfinished(deps, session);
     if (!settlement) return null;
     const seconds = () => (Date.now() - settlement.createdAt.getTime()) / 1000;
     try {
@@ -78,10 +78,14 @@ export async function settleSessionDebt(
   }
 }
 
-/** Opens the payer's next settlement, first finishing one a crash or a timeout left unfinished. */
-async function openAfterUnfinished(deps: OutboxDeps, payer: Address): Promise<Settlement | null> {
+/**
+ * Opens the payer's next settlement, paid through `session` (whose totals count it once confirmed),
+ * first finishing one a crash or a timeout left unfinished.
+ */
+async function openAfterUnfinished(deps: OutboxDeps, session: SessionRecord): Promise<Settlement | null> {
+  const open = () => openSettlement(deps.store, session.wallet, 'session', deps.chain.treasury, session.id);
   try {
-    return await openSettlement(deps.store, payer, 'session', deps.chain.treasury);
+    return await open();
   } catch (error) {
     if (!(error instanceof SettlementInProgressError)) throw error;
     const unfinished = error.settlement;
@@ -97,7 +101,7 @@ async function openAfterUnfinished(deps: OutboxDeps, payer: Address): Promise<Se
       throw new SettlementUnavailableError(
         `the previous settlement ${finished.txHash} of this payer is not confirmed yet; retry shortly`,
       );
-    return openSettlement(deps.store, payer, 'session', deps.chain.treasury);
+    return open();
   }
 }
 

@@ -8,6 +8,8 @@ import type { Address, Hex } from 'viem';
  */
 export type Int = ColumnType<bigint, bigint | number, bigint | number>;
 export type NullableInt = ColumnType<bigint | null, bigint | number | null, bigint | number | null>;
+/** An integer column with a default: optional on insert. */
+export type DefaultedInt = ColumnType<bigint, bigint | number | undefined, bigint | number>;
 /** Epoch milliseconds, so ordering and day arithmetic are the same in SQLite and PostgreSQL. */
 export type Millis = Int;
 export type NullableMillis = NullableInt;
@@ -32,6 +34,12 @@ export interface SessionsTable {
   expires_at: Millis;
   revoked_at: NullableMillis;
   created_at: Millis;
+  /** USDC atomic units its confirmed settlements moved through its delegation (0 when stored). */
+  paid_atomic: DefaultedInt;
+  /** The part of `paid_atomic` confirmed in period `paid_period` of its per-period cap. */
+  period_paid_atomic: DefaultedInt;
+  /** The index of the period `period_paid_atomic` counts, from the cap's start (null: none yet). */
+  paid_period: ColumnType<bigint | null, bigint | number | null | undefined, bigint | number | null>;
 }
 
 export type RailColumn = 'session' | 'x402';
@@ -79,6 +87,8 @@ export interface SettlementsTable {
   replaced_tx_hashes: string | null;
   /** The treasury it pays (null: opened before this was recorded). */
   pay_to: Address | null;
+  /** The session whose delegation pays it (null: x402, or opened before this was recorded). */
+  session_id: ColumnType<string | null, string | null | undefined, string | null>;
   block_number: NullableInt;
   failure_reason: string | null;
   created_at: Millis;

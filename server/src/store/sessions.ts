@@ -1,4 +1,4 @@
-import type { QueryCreator } from 'kysely';
+import { type QueryCreator, sql, type Transaction } from 'kysely';
 import { type Address, getAddress, type Hex } from 'viem';
 import type { Store } from './database.js';
 import { preparedQuery } from './prepared-query.js';
@@ -85,5 +85,58 @@ export async function revokeSession(store: Store, sessionId: string, now = new D
     .set({ revoked_at: now.getTime() })
     .where('id', '=', sessionId)
     .where('revoked_at', 'is', null)
+    .execute();
+}
+
+/** A per-period cap's clock, as its caveat states it (`SessionLimits['period']`). */
+export interface PeriodClock {
+  /** ISO date the first period starts. */
+  startsAt: string;
+  periodSeconds: number;
+}
+
+/**
+ * The index of the period `at` (ms) falls in: whole periods since the cap's start, as the enforcer
+ * counts them (0 before the start).
+ */
+export function periodIndex(period: PeriodClock, at: number): bigint {
+  const elapsed = Math.max(0, at - Date.parse(period.startsAt));
+  return BigInt(Math.floor(elapsed / (period.periodSeconds * 1000)));
+}
+
+/**
+ * Adds a confirmed settlement's `amountAtomic` to what the session's delegation paid, in the
+ * transaction that confirms it (so every instance on the store reads the same totals), and to what
+ * it paid in the period of its per-period cap `at` (ms) falls in: a later period starts its count
+ * again from this amount; an earlier one than counted (confirmations racing across a boundary) is
+ * over, so left out of it.
+ */
+export async function addSessionPaid(
+  trx: Transaction<Database>,
+  sessionId: string,
+  amountAtomic: bigint,
+  at: number,
+): Promise<void> {
+  const session = await trx
+    .selectFrom('sessions')
+    .select('limits')
+    .where('id', '=', sessionId)
+    .executeTakeFirst();
+  if (!session) return;
+  const period = (JSON.parse(session.limits) as { period?: PeriodClock }).period;
+  const paid = sql.ref('paid_atomic');
+  const periodPaid = sql.ref('period_paid_atomic');
+  const paidPeriod = sql.ref('paid_period');
+  const index = period ? periodIndex(period, at) : undefined;
+  await trx
+    .updateTable('sessions')
+    .set({
+      paid_atomic: sql<bigint>`${paid} + ${amountAtomic}`,
+      ...(index !== undefined && {
+        period_paid_atomic: sql<bigint>`case when ${paidPeriod} = ${index} then ${periodPaid} + ${amountAtomic} when ${paidPeriod} > ${index} then ${periodPaid} else ${amountAtomic} end`,
+        paid_period: sql<bigint>`case when ${paidPeriod} > ${index} then ${paidPeriod} else ${index} end`,
+      }),
+    })
+    .where('id', '=', sessionId)
     .execute();
 }

@@ -1,8 +1,8 @@
 import type { Address } from 'viem';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { describe, expect, test } from 'vitest';
+import { afterEach, describe, expect, test, vi } from 'vitest';
 import { recordUsage } from '../../src/billing/ledger.js';
-import { confirmSettlement, openSettlement, sessionPaid } from '../../src/billing/settlements.js';
+import { confirmSettlement, openSettlement, sessionStanding } from '../../src/billing/settlements.js';
 import type { PaymentRail } from '../../src/services/chat-contracts.js';
 import type { Store } from '../../src/store/database.js';
 import { insertSession } from '../../src/store/sessions.js';
@@ -10,66 +10,128 @@ import { testDialects, withTestStore } from '../support/db.js';
 import { completedRequest } from '../support/usage-entries.js';
 
 /**
- * What admission reads of what a session's delegation paid, once the payer's debt is settled: the
- * payer's confirmed session-rail settlements opened since the session was stored, and those
- * confirmed in the current period of its per-period cap.
+ * What admission reads of what a session's delegation paid: running totals on the session's row,
+ * grown in the transaction that confirms each of its settlements (total, and per period of its
+ * per-period cap).
  */
-describe.each(testDialects)('what the session rail paid, on %s', (dialect) => {
+describe.each(testDialects)('what a session paid, on %s', (dialect) => {
   let store: Store;
   withTestStore(dialect, (opened) => {
     store = opened;
   });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
 
-  async function sessionOf(wallet: Address, id: string): Promise<void> {
+  const TX = `0x${'cd'.repeat(32)}` as const;
+  /** A 60-second period cap whose first period began at T0. */
+  const T0 = Date.parse('2030-01-01T00:00:00.000Z');
+
+  async function sessionOf(wallet: Address, id: string, limits: object = {}): Promise<void> {
     await insertSession(store, {
       id,
       wallet,
       delegation: '{}',
       delegationHash: `0x${id.padStart(64, '0')}`,
       signature: '0x',
-      limits: '{}',
+      limits: JSON.stringify(limits),
       expiresAt: new Date(Date.now() + 3_600_000),
+      createdAt: new Date(T0 - 1_000),
     });
   }
 
-  /** A settlement of `atomic` USDC units; confirmed unless said. */
-  async function settle(payer: Address, atomic: bigint, rail: PaymentRail = 'session', confirm = true) {
+  /** A settlement of `atomic` USDC units through `sessionId` (none: not through a session). */
+  async function open(payer: Address, atomic: bigint, sessionId?: string, rail: PaymentRail = 'session') {
     await recordUsage(store, completedRequest(payer, atomic * 1_000_000n, { rail }));
-    const opened = await openSettlement(store, payer, rail);
+    const opened = await openSettlement(store, payer, rail, undefined, sessionId);
     if (!opened) throw new Error('nothing owed');
-    if (confirm) await confirmSettlement(store, opened.id, { txHash: `0x${'cd'.repeat(32)}` });
     return opened;
   }
 
-  test('sums confirmed session-rail settlements since the session, and those of the period', async () => {
+  async function settle(payer: Address, atomic: bigint, sessionId?: string, rail: PaymentRail = 'session') {
+    const opened = await open(payer, atomic, sessionId, rail);
+    await confirmSettlement(store, opened.id, { txHash: TX });
+    return opened;
+  }
+
+  const paidOf = async (wallet: Address, sessionId: string) =>
+    (await sessionStanding(store, { sessionId, wallet })).paid;
+
+  test("sums each session's confirmed settlements, and nothing in flight or paid by proofs", async () => {
     const payer = privateKeyToAddress(generatePrivateKey());
     await sessionOf(payer, 'paid-1');
-    const query = { wallet: payer, paidSince: new Date(0) };
-    expect(await sessionPaid(store, query)).toEqual({ paidAtomic: 0n, paidInPeriodAtomic: 0n });
+    await sessionOf(payer, 'paid-1b');
+    expect(await paidOf(payer, 'paid-1')).toEqual({ paidAtomic: 0n, periodPaidAtomic: 0n, paidPeriod: null });
 
-    await settle(payer, 66n);
-    const periodFrom = new Date();
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    await settle(payer, 4_000_000_000_000n);
+    await settle(payer, 66n, 'paid-1');
+    await settle(payer, 4_000_000_000_000n, 'paid-1');
+    // Another session of the payer: its delegation paid it, not paid-1's.
+    await settle(payer, 5n, 'paid-1b');
     // Paid by proofs, not by a delegation.
-    await settle(payer, 7n, 'x402');
-    expect(await sessionPaid(store, { ...query, periodFrom })).toEqual({
+    await settle(payer, 7n, undefined, 'x402');
+    // Not confirmed yet.
+    await open(payer, 9n, 'paid-1');
+    expect(await paidOf(payer, 'paid-1')).toEqual({
       paidAtomic: 4_000_000_000_066n,
-      paidInPeriodAtomic: 4_000_000_000_000n,
+      periodPaidAtomic: 0n,
+      paidPeriod: null,
     });
-    // Settlements opened before the session was stored paid other delegations.
-    expect(await sessionPaid(store, { ...query, paidSince: periodFrom })).toMatchObject({
-      paidAtomic: 4_000_000_000_000n,
+    expect((await paidOf(payer, 'paid-1b')).paidAtomic).toBe(5n);
+    // Read with the standing: the settlement in flight is what the payer may owe.
+    expect(await sessionStanding(store, { sessionId: 'paid-1', wallet: payer })).toMatchObject({
+      active: true,
+      mayOwe: true,
     });
   });
 
-  test('a settlement in flight is not paid', async () => {
+  test('a settlement confirmed twice is counted once', async () => {
     const payer = privateKeyToAddress(generatePrivateKey());
     await sessionOf(payer, 'paid-2');
-    await settle(payer, 66n, 'session', false);
-    expect(await sessionPaid(store, { wallet: payer, paidSince: new Date(0) })).toEqual({
-      paidAtomic: 0n,
-      paidInPeriodAtomic: 0n,
+    const opened = await settle(payer, 66n, 'paid-2');
+    // The outbox's reconciliation finding the same receipt again.
+    expect((await confirmSettlement(store, opened.id, { txHash: TX })).status).toBe('confirmed');
+    expect((await paidOf(payer, 'paid-2')).paidAtomic).toBe(66n);
+  });
+
+  test("counts what each period of a per-period cap paid, from the period's start", async () => {
+    const payer = privateKeyToAddress(generatePrivateKey());
+    const period = { amountAtomic: '10000', periodSeconds: 60, startsAt: new Date(T0).toISOString() };
+    await sessionOf(payer, 'paid-3', { totalCapAtomic: '100000', period });
+    // Only Date is faked: the store's own timers run.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const at = async (ms: number, atomic: bigint) => {
+      vi.setSystemTime(T0 + ms);
+      await settle(payer, atomic, 'paid-3');
+    };
+
+    await at(10_000, 66n);
+    await at(59_999, 100n);
+    expect(await paidOf(payer, 'paid-3')).toEqual({
+      paidAtomic: 166n,
+      periodPaidAtomic: 166n,
+      paidPeriod: 0n,
+    });
+    // The next period counts from its first settlement.
+    await at(60_000, 5n);
+    expect(await paidOf(payer, 'paid-3')).toEqual({ paidAtomic: 171n, periodPaidAtomic: 5n, paidPeriod: 1n });
+    // Several periods later.
+    await at(60_000 * 7 + 1, 30n);
+    await at(60_000 * 7 + 2, 3n);
+    expect(await paidOf(payer, 'paid-3')).toEqual({
+      paidAtomic: 204n,
+      periodPaidAtomic: 33n,
+      paidPeriod: 7n,
+    });
+
+    // A confirmation stamped in a period already over (racing another instance's) counts in the
+    // total only.
+    const late = await open(payer, 11n, 'paid-3');
+    vi.setSystemTime(T0 + 60_000 * 6);
+    await confirmSettlement(store, late.id, { txHash: TX });
+    expect(await paidOf(payer, 'paid-3')).toEqual({
+      paidAtomic: 215n,
+      periodPaidAtomic: 33n,
+      paidPeriod: 7n,
     });
   });
 });

@@ -1,7 +1,8 @@
 import type { Address } from 'viem';
-import { afterAll, describe, expect, test } from 'vitest';
+import { afterAll, describe, expect, test, vi } from 'vitest';
 import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
+import { sessionStanding } from '../../src/billing/settlements.js';
 import type { AuthorizedSession } from '../../src/client/index.js';
 import {
   type AnthropicStep,
@@ -22,11 +23,13 @@ let local: LocalChain;
 let anthropic: Simulator<AnthropicStep>;
 let gateway: GatewayUnderTest;
 let treasury: Address;
+let databaseUrl: string;
 
 withSessionStack(async (stack) => {
   ({ local, anthropic } = stack);
   treasury = local.accounts.treasury.address;
-  gateway = await startGateway(sessionGatewayConfig(local, anthropic, { databaseUrl: stack.database.url }));
+  databaseUrl = stack.database.url;
+  gateway = await startGateway(sessionGatewayConfig(local, anthropic, { databaseUrl }));
 });
 
 afterAll(() => gateway?.close());
@@ -44,8 +47,12 @@ interface Answer {
   body: { error: { code: string; message: string; details: Record<string, string> } };
 }
 
-async function rawChat(token: string, body: { model?: string; max_tokens?: number } = {}): Promise<Answer> {
-  const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+async function rawChat(
+  token: string,
+  body: { model?: string; max_tokens?: number } = {},
+  to: Pick<GatewayUnderTest, 'url'> = gateway,
+): Promise<Answer> {
+  const res = await fetch(`${to.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     body: JSON.stringify({
@@ -61,9 +68,13 @@ async function rawChat(token: string, body: { model?: string; max_tokens?: numbe
 const balances = (payer: Address) => Promise.all([usdcBalance(local, payer), usdcBalance(local, treasury)]);
 
 /** A request refused at admission: 402, nothing sent to the provider, no USDC moved. */
-async function refusedUpFront(session: AuthorizedSession, body: Parameters<typeof rawChat>[1] = {}) {
+async function refusedUpFront(
+  session: AuthorizedSession,
+  body: Parameters<typeof rawChat>[1] = {},
+  to: Pick<GatewayUnderTest, 'url'> = gateway,
+) {
   const [before, calls] = [await balances(session.wallet), anthropic.log.length];
-  const refused = await rawChat(session.token, body);
+  const refused = await rawChat(session.token, body, to);
   expect(refused.status).toBe(402);
   expect(refused.body.error.code).toBe('payment_required');
   expect(anthropic.log.length).toBe(calls);
@@ -140,6 +151,72 @@ describe('what the delegation can still pay', () => {
     expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
   });
 
+  test('a request refused for what the cap has left is refused again once nothing is owed', async () => {
+    const payer = await newPayer(local, 3);
+    const session = await authorize(gateway, payer, { cap: 2_000n });
+    anthropic.script({ text: 'debt', usage: DEBT });
+    expect((await rawChat(session.token)).status).toBe(200);
+    // The debt is paid, then the request refused: 977 units left, 64 tokens may cost 1,056.
+    const afterPaying = await rawChat(session.token);
+    expect(afterPaying.body.error.details).toMatchObject({ reason: 'cap_reached', availableAtomic: '977' });
+    expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(0n);
+
+    // Sent again, owing nothing: still beyond what the delegation can pay, so not forwarded (served,
+    // its debt could never be settled and the payer would be refused for good).
+    const again = await refusedUpFront(session);
+    expect(again.body.error.details).toEqual({
+      reason: 'cap_reached',
+      cap: 'total',
+      capAtomic: '2000',
+      availableAtomic: '977',
+      owedAtomic: '0',
+      requestMaxAtomic: BOUND_64_ATOMIC.toString(),
+    });
+    anthropic.script({ text: 'fits', usage: { input_tokens: 1, output_tokens: 1 } });
+    expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
+  });
+
+  test('with SETTLE_ON_COMPLETION, a request beyond what the cap has left is refused owing nothing', async () => {
+    const onCompletion = await startGateway({
+      ...sessionGatewayConfig(local, anthropic, { databaseUrl }),
+      settleOnCompletion: true,
+    });
+    try {
+      const payer = await newPayer(local, 5);
+      const session = await authorize(onCompletion, payer, { cap: 2_000n });
+      const [payerBefore, treasuryBefore] = await balances(payer.address);
+      anthropic.script({ text: 'debt', usage: DEBT });
+      expect((await rawChat(session.token, {}, onCompletion)).status).toBe(200);
+      // Settled on completion, with no other request.
+      await vi.waitFor(
+        async () => {
+          const standing = await sessionStanding(onCompletion.store, {
+            sessionId: session.sessionId,
+            wallet: payer.address,
+          });
+          expect(standing.mayOwe).toBe(false);
+          expect(await balances(payer.address)).toEqual([
+            payerBefore - DEBT_ATOMIC,
+            treasuryBefore + DEBT_ATOMIC,
+          ]);
+        },
+        { timeout: 10_000, interval: 50 },
+      );
+
+      const refused = await refusedUpFront(session, {}, onCompletion);
+      expect(refused.body.error.details).toEqual({
+        reason: 'cap_reached',
+        cap: 'total',
+        capAtomic: '2000',
+        availableAtomic: '977',
+        owedAtomic: '0',
+        requestMaxAtomic: BOUND_64_ATOMIC.toString(),
+      });
+    } finally {
+      await onCompletion.close();
+    }
+  });
+
   test('a per-period cap refuses for the rest of its period, and serves again in the next', async () => {
     const payer = await newPayer(local, 4);
     // A 60-second period that ends about 15 seconds from now.
@@ -155,6 +232,15 @@ describe('what the delegation can still pay', () => {
       availableAtomic: '977',
     });
     expect(afterPaying.body.error.message).toMatch(/left in this period.*wait for the next period/);
+    // Owing nothing now, it is still refused until the period ends.
+    expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(0n);
+    const again = await refusedUpFront(session);
+    expect(again.body.error.details).toMatchObject({
+      reason: 'cap_reached',
+      cap: 'period',
+      availableAtomic: '977',
+      owedAtomic: '0',
+    });
 
     const nextPeriod = startsAt.getTime() + 60_000;
     await new Promise((resolve) => setTimeout(resolve, nextPeriod - Date.now() + 1_000));

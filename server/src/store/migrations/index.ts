@@ -9,6 +9,7 @@ import * as relayerSends from './0007-relayer-sends.js';
 import * as relayerNonces from './0008-relayer-nonces.js';
 import * as settlementPayee from './0009-settlement-payee.js';
 import * as sessionExpiryIndex from './0010-session-expiry-index.js';
+import * as sessionPaidTotals from './0011-session-paid-totals.js';
 
 /**
  * Every migration of the store, applied in name order. To add one: a new file
@@ -25,4 +26,5 @@ export const migrations: Record<string, Migration> = {
   '0008-relayer-nonces': relayerNonces,
   '0009-settlement-payee': settlementPayee,
   '0010-session-expiry-index': sessionExpiryIndex,
+  '0011-session-paid-totals': sessionPaidTotals,
 };
