@@ -40,6 +40,15 @@ const DEBT = { input_tokens: 300, output_tokens: 2 } as const;
 const DEBT_ATOMIC = 1_023n;
 /** 64 output tokens of Sonnet at $15 per million plus 10%: the most a `max_tokens: 64` request costs. */
 const BOUND_64_ATOMIC = 1_056n;
+/** A total cap of 2,000 units that paid DEBT_ATOMIC, and nothing owed: a `max_tokens: 64` request's refusal. */
+const CAP_LEFT_977 = {
+  reason: 'cap_reached',
+  cap: 'total',
+  capAtomic: '2000',
+  availableAtomic: '977',
+  owedAtomic: '0',
+  requestMaxAtomic: BOUND_64_ATOMIC.toString(),
+};
 
 interface Answer {
   status: number;
@@ -131,14 +140,7 @@ describe('what the delegation can still pay', () => {
     const [, treasuryBefore] = await balances(payer.address);
     const afterPaying = await rawChat(session.token);
     expect(afterPaying.status).toBe(402);
-    expect(afterPaying.body.error.details).toEqual({
-      reason: 'cap_reached',
-      cap: 'total',
-      capAtomic: '2000',
-      availableAtomic: '977',
-      owedAtomic: '0',
-      requestMaxAtomic: BOUND_64_ATOMIC.toString(),
-    });
+    expect(afterPaying.body.error.details).toEqual(CAP_LEFT_977);
     expect(afterPaying.body.error.message).toContain(
       "the session's total cap of 0.002 USDC has 0.000977 USDC left",
     );
@@ -164,14 +166,7 @@ describe('what the delegation can still pay', () => {
     // Sent again, owing nothing: still beyond what the delegation can pay, so not forwarded (served,
     // its debt could never be settled and the payer would be refused for good).
     const again = await refusedUpFront(session);
-    expect(again.body.error.details).toEqual({
-      reason: 'cap_reached',
-      cap: 'total',
-      capAtomic: '2000',
-      availableAtomic: '977',
-      owedAtomic: '0',
-      requestMaxAtomic: BOUND_64_ATOMIC.toString(),
-    });
+    expect(again.body.error.details).toEqual(CAP_LEFT_977);
     anthropic.script({ text: 'fits', usage: { input_tokens: 1, output_tokens: 1 } });
     expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
   });
@@ -204,14 +199,7 @@ describe('what the delegation can still pay', () => {
       );
 
       const refused = await refusedUpFront(session, {}, onCompletion);
-      expect(refused.body.error.details).toEqual({
-        reason: 'cap_reached',
-        cap: 'total',
-        capAtomic: '2000',
-        availableAtomic: '977',
-        owedAtomic: '0',
-        requestMaxAtomic: BOUND_64_ATOMIC.toString(),
-      });
+      expect(refused.body.error.details).toEqual(CAP_LEFT_977);
     } finally {
       await onCompletion.close();
     }
