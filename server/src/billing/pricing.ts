@@ -1,6 +1,6 @@
 import type { ModelPricing, PriceSheet } from '../catalog/catalog.js';
 import type { TokenUsage } from '../providers/types.js';
-import { promptTokens } from '../providers/usage.js';
+import { promptTokens, zeroUsage } from '../providers/usage.js';
 
 /** Catalog prices turned into pico-USD per token (USD per million tokens x 1e6). */
 export interface TokenPrices {
@@ -57,14 +57,7 @@ export function pricesFor(pricing: ModelPricing, usage: TokenUsage): TokenPrices
 export function outputCostBound(pricing: ModelPricing, outputTokens: number, commissionBps: number): bigint {
   const prices = tokenPrices(pricing);
   const bucket = prices.reasoning > prices.output ? 'reasoningTokens' : 'outputTokens';
-  const usage = {
-    inputTokens: 0,
-    cacheReadTokens: 0,
-    cacheWriteTokens: 0,
-    outputTokens: 0,
-    reasoningTokens: 0,
-  };
-  return costOf({ ...usage, [bucket]: outputTokens }, prices, commissionBps).totalPicoUsd;
+  return costOf({ ...zeroUsage(), [bucket]: outputTokens }, prices, commissionBps).totalPicoUsd;
 }
 
 /** Provider cost from the disjoint token buckets; commission rounded down to the pico. */
