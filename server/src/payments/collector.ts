@@ -5,9 +5,20 @@ import type { Leadership } from '../store/leadership.js';
 import type { PayerLock } from '../store/payer-lock.js';
 import { shownReason } from './chain-client.js';
 import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile.js';
-import { latestUnexpiredSession } from './session-records.js';
+import { unexpiredSessions } from './session-records.js';
 import { settleSessionDebt } from './session-settlement.js';
+import { type RefusalReason, SettlementRefusedError } from './settlement-errors.js';
 import { finishUnfinishedX402Settlements } from './x402/reconcile.js';
+
+/** Delegations tried for one payer in one attempt, newest first. */
+const SESSIONS_TRIED = 5;
+/** Refusals of a delegation itself, which another of the payer's delegations may not share. */
+const DELEGATION_REFUSALS = new Set<RefusalReason>([
+  'cap_reached',
+  'expired',
+  'revoked',
+  'invalid_delegation',
+]);
 
 export interface CollectorOptions extends OutboxDeps {
   withPayerLock: PayerLock;
@@ -112,13 +123,28 @@ export function createCollector(options: CollectorOptions): Collector {
 
   const backingOff = (payer: Address, now: Date) => (failures.get(payer)?.nextAttemptAt ?? 0) > now.getTime();
 
+  /**
+   * The newest unexpired delegation pays, or, when the chain refuses it for its own sake (its cap
+   * used up, expired or disabled on chain, invalid), the next newest: the payer may have signed a
+   * smaller one since. A refusal of the account itself (its balance) ends the attempt.
+   */
+  const settleThroughAnySession = async (payer: Address, now: Date) => {
+    const sessions = await unexpiredSessions(options.store, payer, { now, limit: SESSIONS_TRIED });
+    if (sessions.length === 0) throw new Error('no unexpired session delegation to collect with');
+    for (const [tried, session] of sessions.entries()) {
+      try {
+        return await settleSessionDebt(options, session);
+      } catch (error) {
+        const last = tried === sessions.length - 1;
+        if (last || !(error instanceof SettlementRefusedError && DELEGATION_REFUSALS.has(error.reason)))
+          throw error;
+      }
+    }
+  };
+
   const collect = async (payer: Address, now: Date, run: CollectorRun) => {
     try {
-      await options.withPayerLock(payer, async () => {
-        const session = await latestUnexpiredSession(options.store, payer, now);
-        if (!session) throw new Error('no unexpired session delegation to collect with');
-        await settleSessionDebt(options, session);
-      });
+      await options.withPayerLock(payer, () => settleThroughAnySession(payer, now));
       failures.delete(payer);
       collected++;
       run.collected.push(payer);

@@ -39,25 +39,25 @@ export async function findSessionByDelegationHash(
 }
 
 /**
- * The delegation that pays a payer's debts when no request names one (the collector, a revocation):
- * the newest not yet expired, revoked or not. Revoking stops new requests; what was already used is
- * still owed under the permission the payer signed.
+ * The delegations that may pay a payer's debts when no request names one (the collector): those not
+ * yet expired, revoked or not, newest first, at most `limit`. Revoking stops new requests; what was
+ * already used is still owed under the permission the payer signed.
  */
-export async function latestUnexpiredSession(
+export async function unexpiredSessions(
   store: Store,
   wallet: Address,
-  now = new Date(),
-): Promise<SessionRecord | undefined> {
-  const row = await store.db
+  { now = new Date(), limit }: { now?: Date; limit: number },
+): Promise<SessionRecord[]> {
+  const rows = await store.db
     .selectFrom('sessions')
     .selectAll()
     .where('wallet', '=', getAddress(wallet))
     .where('expires_at', '>', BigInt(now.getTime()))
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return row && toSessionRecord(row);
+    .limit(limit)
+    .execute();
+  return rows.map(toSessionRecord);
 }
 
 function toSessionRecord(row: Selectable<SessionsTable>): SessionRecord {

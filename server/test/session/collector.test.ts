@@ -119,6 +119,26 @@ test('the last request of a payer who went quiet is paid by the collector', asyn
   expect(health.state.collected).toBeGreaterThanOrEqual(1);
 });
 
+test("a debt the newest session's cap cannot pay is collected through an older session of the payer", async () => {
+  const quiet = await quietGateway();
+  const payer = await newPayer(local, 3, { salt: 23 });
+  const older = await authorize(quiet, payer);
+  anthropic.script({ text: 'last words', usage: SMALL });
+  expect((await chat(openaiFor(quiet, older.token))).status).toBe(200);
+  // Signed since, with a cap below the debt.
+  await authorize(quiet, payer, { cap: 10n });
+  const before = await usdcBalance(local, payer.address);
+
+  const run = await collectorOf(quiet, {}).runOnce(new Date(Date.now() + 1_000));
+
+  expect(run).toMatchObject({ collected: [payer.address], failed: [] });
+  const [paid, refused] = await settlementsOf(quiet.store, payer.address);
+  expect(paid).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
+  expect(refused).toMatchObject({ status: 'failed', amountAtomic: SMALL_COST_ATOMIC });
+  expect(await usdcBalance(local, payer.address)).toBe(before - SMALL_COST_ATOMIC);
+  expect((await debtOf(quiet.store, payer.address)).owedAtomic).toBe(0n);
+});
+
 test('a collection that fails is retried, shown in /health and as failed settlements in GraphQL', async () => {
   const { payer, session } = await payerOwingUnpaid(gateway, 1);
 
