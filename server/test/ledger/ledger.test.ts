@@ -19,8 +19,9 @@ import {
 import { createUsageRecorder } from '../../src/billing/usage-recorder.js';
 import { loadCatalog } from '../../src/catalog/catalog.js';
 import type { Store } from '../../src/store/database.js';
-import { insertSession, revokeSession } from '../../src/store/sessions.js';
+import { revokeSession } from '../../src/store/sessions.js';
 import { testDialects, withTestStore } from '../support/db.js';
+import { storePlaceholderSession } from '../support/sessions.js';
 
 const newPayer = () => privateKeyToAddress(generatePrivateKey());
 let sequence = 0;
@@ -435,13 +436,9 @@ describe.each(testDialects)('debts the collector settles before they are idle, o
     const payer = newPayer();
     for (const session of sessions) {
       const id = `session-${++sequence}`;
-      await insertSession(store, {
+      await storePlaceholderSession(store, {
         id,
         wallet: payer,
-        delegation: '{}',
-        delegationHash: txHash(sequence),
-        signature: '0x',
-        limits: '{}',
         expiresAt: at(session.expiresIn),
         createdAt: at(-HOUR),
       });

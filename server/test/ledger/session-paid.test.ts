@@ -5,8 +5,8 @@ import { recordUsage } from '../../src/billing/ledger.js';
 import { confirmSettlement, openSettlement, sessionStanding } from '../../src/billing/settlements.js';
 import type { PaymentRail } from '../../src/services/chat-contracts.js';
 import type { Store } from '../../src/store/database.js';
-import { insertSession } from '../../src/store/sessions.js';
 import { testDialects, withTestStore } from '../support/db.js';
+import { storePlaceholderSession } from '../support/sessions.js';
 import { completedRequest } from '../support/usage-entries.js';
 
 /**
@@ -27,18 +27,8 @@ describe.each(testDialects)('what a session paid, on %s', (dialect) => {
   /** A 60-second period cap whose first period began at T0. */
   const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 
-  async function sessionOf(wallet: Address, id: string, limits: object = {}): Promise<void> {
-    await insertSession(store, {
-      id,
-      wallet,
-      delegation: '{}',
-      delegationHash: `0x${id.padStart(64, '0')}`,
-      signature: '0x',
-      limits: JSON.stringify(limits),
-      expiresAt: new Date(Date.now() + 3_600_000),
-      createdAt: new Date(T0 - 1_000),
-    });
-  }
+  const sessionOf = (wallet: Address, id: string, limits: object = {}) =>
+    storePlaceholderSession(store, { id, wallet, limits, createdAt: new Date(T0 - 1_000) });
 
   /** A settlement of `atomic` USDC units through `sessionId` (none: not through a session). */
   async function open(payer: Address, atomic: bigint, sessionId?: string, rail: PaymentRail = 'session') {

@@ -10,8 +10,9 @@ import { localInFlightLimiter } from '../../src/payments/in-flight.js';
 import { sessionPaymentMethod } from '../../src/payments/session-method.js';
 import type { Admission, AdmissionRequest } from '../../src/services/chat-contracts.js';
 import type { Store } from '../../src/store/database.js';
-import { insertSession, revokeSession } from '../../src/store/sessions.js';
+import { revokeSession } from '../../src/store/sessions.js';
 import { testDialects, withTestStore } from '../support/db.js';
+import { storePlaceholderSession } from '../support/sessions.js';
 import { completedRequest } from '../support/usage-entries.js';
 
 // The payment gate with the session rail on a real ledger; the chain is never reached: settling is
@@ -27,15 +28,7 @@ const REQUEST = {
 
 async function sessionOf(store: Store, id: string): Promise<Address> {
   const wallet = privateKeyToAddress(generatePrivateKey());
-  await insertSession(store, {
-    id,
-    wallet,
-    delegation: '{}',
-    delegationHash: `0x${id.padStart(64, '0')}`,
-    signature: '0x',
-    limits: '{}',
-    expiresAt: new Date(Date.now() + 3_600_000),
-  });
+  await storePlaceholderSession(store, { id, wallet });
   return wallet;
 }
 
