@@ -9,12 +9,18 @@ import type { InFlightLimiter } from './in-flight.js';
 export interface IdentifiedPayer {
   payer: Address;
   /**
+   * What the request's in-flight slot reserves until it completes (pico-USD): the most it can cost,
+   * for the checks of the payer's other requests in flight at once. 0 when not given.
+   */
+  reservePicoUsd?: bigint;
+  /**
    * Settles everything the payer owes for completed requests and waits for confirmation.
    * Runs under the payer's lock. Returns headers for the response; throws ApiError 402 when
    * the debt cannot be paid, and the refusal `owesNothing` would make when the credential stopped
    * standing while the request waited on the lock (the session rail: revoked or expired meanwhile).
+   * `othersReservedPicoUsd`: what the payer's other requests in flight reserved (see `InFlightSlot`).
    */
-  settleDebt(): Promise<Record<string, string>>;
+  settleDebt(othersReservedPicoUsd: bigint): Promise<Record<string, string>>;
   /** See `Admission.owedHeaders`. */
   owedHeaders?(): Promise<Record<string, string>>;
   /** See `Admission.recorded`. */
@@ -27,7 +33,7 @@ export interface IdentifiedPayer {
    * payer owes unsettled holds. The rail may refuse the payer here too (the session rail reads
    * whether the session still stands in the same round trip: 401 when it does not).
    */
-  owesNothing?(): Promise<boolean>;
+  owesNothing?(othersReservedPicoUsd: bigint): Promise<boolean>;
 }
 
 /** One payment rail (session-key JWT, x402 proof): how it recognizes and identifies a payer. */
@@ -59,21 +65,22 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
       const method = options.methods.find((candidate) => candidate.recognizes(request.headers));
       if (!method) throw await options.paymentRequired(request);
       const identified = await method.identify(request);
-      const release = await options.inFlight.acquire(identified.payer);
+      const slot = await options.inFlight.acquire(identified.payer, identified.reservePicoUsd);
+      const { othersReservedPicoUsd } = slot;
       try {
-        const responseHeaders = (await identified.owesNothing?.())
+        const responseHeaders = (await identified.owesNothing?.(othersReservedPicoUsd))
           ? {}
-          : await options.withPayerLock(identified.payer, () => identified.settleDebt());
+          : await options.withPayerLock(identified.payer, () => identified.settleDebt(othersReservedPicoUsd));
         return {
           payer: identified.payer,
           rail: method.rail,
           responseHeaders,
           owedHeaders: identified.owedHeaders,
           recorded: identified.recorded,
-          release,
+          release: slot.release,
         };
       } catch (error) {
-        release();
+        slot.release();
         throw error;
       }
     },

@@ -1,7 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { type InFlightLimiter, localInFlightLimiter, tooManyInFlight } from './in-flight.js';
+import {
+  type InFlightLimiter,
+  type InFlightSlot,
+  localInFlightLimiter,
+  tooManyInFlight,
+} from './in-flight.js';
 
 export interface RedisInFlightOptions {
   /** Requests of one payer in flight at once, over every instance sharing the Redis. */
@@ -21,17 +26,22 @@ const DEFAULT_SLOT_TTL_MS = 30_000;
 const DEFAULT_TIMEOUT_MS = 500;
 
 // A payer's slots are a sorted set of slot ids scored by their expiry on Redis's own clock, so the
-// instances' clocks never matter. Expired slots are dropped before counting.
+// instances' clocks never matter. Expired slots are dropped before counting. A slot's id ends with
+// what it reserves (`<uuid>:<pico-USD>`), summed here rather than in Lua, whose numbers are doubles.
 const NOW_MS = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-/** KEYS[1] the payer's slots; ARGV slot id, limit, ttl. 1 when the slot is taken, 0 when the payer is at its limit. */
+/**
+ * KEYS[1] the payer's slots; ARGV slot id, limit, ttl. The ids of the payer's other slots when the
+ * slot is taken (an array), nil when the payer is at its limit.
+ */
 const ACQUIRE = `${NOW_MS}
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+local others = redis.call('ZRANGE', KEYS[1], 0, -1)
+if #others >= tonumber(ARGV[2]) then return false end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1`;
+return others`;
 
 /**
  * KEYS[1] the payer's slots; ARGV slot id, ttl. A slot that expired meanwhile (Redis was out longer
@@ -62,49 +72,59 @@ export function redisInFlightLimiter(redis: Redis, options: RedisInFlightOptions
     pipeline.exec().catch(storeError);
   };
 
-  const take = async (key: string, slot: string): Promise<boolean> => {
-    const answer = redis.eval(ACQUIRE, 1, key, slot, options.limit, slotTtlMs);
+  /** The ids of the payer's other slots once this one is taken; null when the payer is at its limit. */
+  const take = async (key: string, slot: string): Promise<string[] | null> => {
+    const answer = redis.eval(ACQUIRE, 1, key, slot, options.limit, slotTtlMs) as Promise<string[] | null>;
     const late = delay(timeoutMs, 'late' as const, { ref: false });
     const result = await Promise.race([answer, late]);
     if (result === 'late') {
       // If it lands after all, the slot it took is given back: this request is counted locally.
       answer
         .then(
-          (taken) => (taken === 1 ? redis.zrem(key, slot) : undefined),
+          (others) => (others ? redis.zrem(key, slot) : undefined),
           () => undefined,
         )
         .catch(() => undefined);
       throw new Error(`Redis did not answer within ${timeoutMs} ms`);
     }
-    return result === 1;
+    return result;
   };
 
   return {
-    async acquire(payer) {
+    async acquire(payer, reservePicoUsd = 0n): Promise<InFlightSlot> {
       const key = `paygate-inflight:${payer}`;
-      const slot = randomUUID();
-      let taken: boolean;
+      const slot = `${randomUUID()}:${reservePicoUsd}`;
+      let others: string[] | null;
       try {
-        taken = await take(key, slot);
+        others = await take(key, slot);
       } catch (error) {
         storeError(error);
-        return fallback.acquire(payer);
+        return fallback.acquire(payer, reservePicoUsd);
       }
-      if (!taken) throw tooManyInFlight(options.limit);
+      if (!others) throw tooManyInFlight(options.limit);
       held.set(slot, key);
       refresher ??= setInterval(refresh, slotTtlMs / 3).unref();
       let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        held.delete(slot);
-        if (held.size === 0) {
-          clearInterval(refresher);
-          refresher = undefined;
-        }
-        // When this fails the slot is no longer refreshed and expires.
-        redis.zrem(key, slot).catch(storeError);
+      return {
+        othersReservedPicoUsd: others.reduce((sum, id) => sum + reservationOf(id), 0n),
+        release() {
+          if (released) return;
+          released = true;
+          held.delete(slot);
+          if (held.size === 0) {
+            clearInterval(refresher);
+            refresher = undefined;
+          }
+          // When this fails the slot is no longer refreshed and expires.
+          redis.zrem(key, slot).catch(storeError);
+        },
       };
     },
   };
+}
+
+/** What a slot id reserves; 0 for an id without one (a slot of an instance before reservations). */
+function reservationOf(slotId: string): bigint {
+  const amount = slotId.slice(slotId.lastIndexOf(':') + 1);
+  return /^\d+$/.test(amount) ? BigInt(amount) : 0n;
 }

@@ -1,10 +1,25 @@
 import type { Address } from 'viem';
 import { ApiError } from '../http/errors.js';
 
-/** Bounds the requests of one payer in flight at once, and so its unsettled exposure. */
+/** One request's in-flight slot, and what the payer's other requests in flight reserved when it was taken. */
+export interface InFlightSlot {
+  /**
+   * The sum of the reservations (pico-USD) held by the payer's other slots when this one was taken.
+   * Of any requests in flight at once, the one that took its slot last saw every other's.
+   */
+  othersReservedPicoUsd: bigint;
+  /** Gives the slot and its reservation back (once). */
+  release(): void;
+}
+
+/**
+ * Bounds the requests of one payer in flight at once, and so its unsettled exposure. Each slot may
+ * reserve an amount (the most its request can cost), for the payer's cap to count requests not
+ * completed yet.
+ */
 export interface InFlightLimiter {
-  /** Takes a slot or throws 429 `too_many_in_flight`; the returned function gives it back (once). */
-  acquire(payer: Address): Promise<() => void>;
+  /** Takes a slot reserving `reservePicoUsd` (0 by default), or throws 429 `too_many_in_flight`. */
+  acquire(payer: Address, reservePicoUsd?: bigint): Promise<InFlightSlot>;
 }
 
 export function tooManyInFlight(limit: number): ApiError {
@@ -16,21 +31,32 @@ export function tooManyInFlight(limit: number): ApiError {
   );
 }
 
-/** One gateway process: a counter per payer in memory. */
+interface PayerSlots {
+  count: number;
+  reservedPicoUsd: bigint;
+}
+
+/** One gateway process: a counter and a reserved sum per payer in memory. */
 export function localInFlightLimiter(limit: number): InFlightLimiter {
-  const counts = new Map<Address, number>();
+  const slots = new Map<Address, PayerSlots>();
   return {
-    async acquire(payer) {
-      const count = counts.get(payer) ?? 0;
-      if (count >= limit) throw tooManyInFlight(limit);
-      counts.set(payer, count + 1);
+    async acquire(payer, reservePicoUsd = 0n) {
+      const held = slots.get(payer) ?? { count: 0, reservedPicoUsd: 0n };
+      if (held.count >= limit) throw tooManyInFlight(limit);
+      const othersReservedPicoUsd = held.reservedPicoUsd;
+      held.count += 1;
+      held.reservedPicoUsd += reservePicoUsd;
+      slots.set(payer, held);
       let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        const left = (counts.get(payer) ?? 1) - 1;
-        if (left === 0) counts.delete(payer);
-        else counts.set(payer, left);
+      return {
+        othersReservedPicoUsd,
+        release() {
+          if (released) return;
+          released = true;
+          held.count -= 1;
+          held.reservedPicoUsd -= reservePicoUsd;
+          if (held.count === 0) slots.delete(payer);
+        },
       };
     },
   };

@@ -10,10 +10,11 @@ import type { RefusalReason } from './settlement-errors.js';
 
 // A settlement is one transfer of everything owed, which the delegation's caveats refuse once it
 // exceeds what they still allow: a debt beyond that can never be paid through the session. So a
-// request is forwarded only when what its payer owes plus the most the request can cost fits in what
-// the session's delegation can still pay, as the ledger tells it (no chain read per request): the
-// session's running totals of what its confirmed settlements paid (total, and in the current period
-// of a per-period cap), read with its standing before every request.
+// request is forwarded only when what its payer owes, plus the most its other requests in flight can
+// cost, plus the most the request can cost, fits in what the session's delegation can still pay, as
+// the ledger tells it (no chain read per request): the session's running totals of what its confirmed
+// settlements paid (total, and in the current period of a per-period cap), read with its standing
+// before every request.
 
 /** What the caps are read from: fixed once a session is stored. */
 type SessionCaps = Pick<SessionRecord, 'limits'>;
@@ -42,6 +43,8 @@ export interface CapDetails {
   availableAtomic: string;
   /** What the payer owes for completed requests, paid through the same delegation. */
   owedAtomic: string;
+  /** The most the payer's other requests in flight can cost (they will be owed too). */
+  inFlightAtomic: string;
   /** The most this request can cost (its output token limit at the model's output price). */
   requestMaxAtomic: string;
 }
@@ -80,37 +83,49 @@ export function sessionCapsReader(store: Store): (sessionId: string) => Promise<
   };
 }
 
+/** What the delegation is already committed to pay, besides the request (pico-USD). */
+export interface Committed {
+  /** The payer's debt for completed requests (0 when it owes nothing). */
+  owedPicoUsd: bigint;
+  /** The reservations of the payer's other requests in flight (see `InFlightSlot`). */
+  inFlightPicoUsd: bigint;
+}
+
 /**
- * Why the session's delegation cannot pay `owedPicoUsd` plus the request's bound, or undefined when it
- * can. `paid`: what the session's confirmed settlements paid through its delegation; of it, the
- * period cap counts only what was paid in the period `now` falls in.
+ * Why the session's delegation cannot pay what is `committed` plus the request's bound, or undefined
+ * when it can. `paid`: what the session's confirmed settlements paid through its delegation; of it,
+ * the period cap counts only what was paid in the period `now` falls in.
  */
 export function capShortfall(
   limits: SessionLimits,
   paid: SessionPaid,
-  owedPicoUsd: bigint,
+  committed: Committed,
   bound: RequestBound,
   now = new Date(),
 ): CapShortfall | undefined {
   for (const cap of capsOf(limits, paid, now.getTime())) {
-    const shortfall = shortfallOf(cap, owedPicoUsd, bound);
+    const shortfall = shortfallOf(cap, committed, bound);
     if (shortfall) return shortfall;
   }
   return undefined;
 }
 
-function shortfallOf(cap: Cap, owedPicoUsd: bigint, bound: RequestBound): CapShortfall | undefined {
+function shortfallOf(cap: Cap, committed: Committed, bound: RequestBound): CapShortfall | undefined {
   const boundAtomic = atomicCovering(bound.picoUsd);
   const availableAtomic = cap.atomic > cap.paidAtomic ? cap.atomic - cap.paidAtomic : 0n;
-  // What the next settlement may transfer: the debt and this request, rounded up as it will be.
-  if (boundAtomic <= cap.atomic && atomicCovering(owedPicoUsd + bound.picoUsd) <= availableAtomic)
-    return undefined;
+  // What the settlements still to come may transfer through the delegation: the debt, the requests
+  // in flight and this one, rounded up as one settlement of them all would be.
+  const { owedPicoUsd, inFlightPicoUsd } = committed;
+  const atMost = atomicCovering(owedPicoUsd + inFlightPicoUsd + bound.picoUsd);
+  if (boundAtomic <= cap.atomic && atMost <= availableAtomic) return undefined;
   const owedAtomic = atomicCovering(owedPicoUsd);
+  const inFlightAtomic = atomicCovering(inFlightPicoUsd);
   const details: CapDetails = {
     cap: cap.kind,
     capAtomic: cap.atomic.toString(),
     availableAtomic: availableAtomic.toString(),
     owedAtomic: owedAtomic.toString(),
+    inFlightAtomic: inFlightAtomic.toString(),
     requestMaxAtomic: boundAtomic.toString(),
   };
   const usdc = (atomic: bigint) => `${formatUsdcAtomic(atomic)} USDC`;
@@ -124,9 +139,11 @@ function shortfallOf(cap: Cap, owedPicoUsd: bigint, bound: RequestBound): CapSho
       details,
     };
   const [left, wait] = cap.kind === 'period' ? [' in this period', ' wait for the next period,'] : ['', ''];
+  const inFlight =
+    inFlightPicoUsd > 0n ? `, your requests in flight may cost up to ${usdc(inFlightAtomic)}` : '';
   return {
     reason: 'cap_reached',
-    message: `${capText} has ${usdc(availableAtomic)} left${left}; ${usdc(owedAtomic)} is owed and ${worst}: lower max_tokens,${wait} ${remedy}`,
+    message: `${capText} has ${usdc(availableAtomic)} left${left}; ${usdc(owedAtomic)} is owed${inFlight} and ${worst}: lower max_tokens,${wait} ${remedy}`,
     details,
   };
 }

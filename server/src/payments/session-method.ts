@@ -71,9 +71,10 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
       const bound = requestBound(request, options.commissionBps);
       return {
         payer: caller.wallet,
+        reservePicoUsd: bound.picoUsd,
         // The session, whether its payer may owe anything and what its delegation paid, read
         // together in one round trip (the session's caps once per process).
-        async owesNothing() {
+        async owesNothing(othersReservedPicoUsd) {
           const caps = await capsOf(caller.sessionId);
           if (!caps) throw sessionOver();
           const standing = await sessionStanding(options.store, {
@@ -82,21 +83,23 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
           });
           if (!standing.active) throw sessionOver();
           if (standing.mayOwe) return false;
-          // Nothing owed or in flight: the totals count every settlement of the session.
-          await refuseBeyondCap(options, request, capShortfall(caps.limits, standing.paid, 0n, bound));
+          // No debt and no settlement in flight: the totals count every settlement of the session.
+          const committed = { owedPicoUsd: 0n, inFlightPicoUsd: othersReservedPicoUsd };
+          await refuseBeyondCap(options, request, capShortfall(caps.limits, standing.paid, committed, bound));
           return true;
         },
         recorded(cost) {
           if (cost.totalPicoUsd !== '0') options.settleOnCompletion?.settle(caller.wallet, caller.sessionId);
         },
-        async settleDebt() {
+        async settleDebt(othersReservedPicoUsd) {
           // Read only when something may be owed: `owesNothing` found the session active already,
           // and sessions are never deleted, so a request owing nothing needs no second lookup.
           const session = await findSession(options.store, caller.sessionId);
           if (!session)
             throw new ApiError(401, 'unauthorized', 'the session of this access token does not exist');
           const headers = await settleOrRefuse(options, request, session);
-          await refuseBeyondCap(options, request, await shortfallAfterSettling(options, session, bound));
+          const shortfall = await shortfallAfterSettling(options, session, bound, othersReservedPicoUsd);
+          await refuseBeyondCap(options, request, shortfall);
           return headers;
         },
       };
@@ -106,13 +109,15 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
 
 /**
  * What the delegation must still pay once the debt is settled: requests of the payer that completed
- * meanwhile (the payer's credit taken off, as a settlement does), plus this request's bound, against
- * the session's totals as the settlement left them.
+ * meanwhile (the payer's credit taken off, as a settlement does), those in flight, plus this request's
+ * bound, against the session's totals as the settlement left them. A request in flight when this
+ * request's slot was taken that completed since is counted twice (reserved and owed): cautious.
  */
 async function shortfallAfterSettling(
   options: SessionMethodOptions,
   session: SessionRecord,
   bound: RequestBound,
+  inFlightPicoUsd: bigint,
 ): Promise<CapShortfall | undefined> {
   const [standing, debt] = await Promise.all([
     sessionStanding(options.store, { sessionId: session.id, wallet: session.wallet }),
@@ -122,7 +127,12 @@ async function shortfallAfterSettling(
   // another request) can outlast the session: a payer that revoked it meanwhile was told what it
   // owed, which is paid now, and nothing more is served on it.
   if (!standing.active) throw sessionOver();
-  return capShortfall(session.limits, standing.paid, debt.owedPicoUsd, bound);
+  return capShortfall(
+    session.limits,
+    standing.paid,
+    { owedPicoUsd: debt.owedPicoUsd, inFlightPicoUsd },
+    bound,
+  );
 }
 
 /** 402 before forwarding a request its session's delegation could not pay for. */

@@ -7,6 +7,7 @@ import { privateKeyToAddress } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { ApiError } from '../../src/http/errors.js';
 import { connectRateLimitStore } from '../../src/http/rate-limiting.js';
+import type { InFlightSlot } from '../../src/payments/in-flight.js';
 import { redisInFlightLimiter } from '../../src/payments/in-flight-redis.js';
 import type { Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
@@ -20,7 +21,7 @@ const postgresUrl = process.env.DATABASE_URL?.startsWith('postgres') ? process.e
 const newPayer = () => privateKeyToAddress(`0x${randomBytes(32).toString('hex')}`);
 
 /** 'slot' when taken, else the refusal's status and code. */
-async function attempt(acquire: () => Promise<() => void>, held: Array<() => void>): Promise<string> {
+async function attempt(acquire: () => Promise<InFlightSlot>, held: InFlightSlot[]): Promise<string> {
   try {
     held.push(await acquire());
     return 'slot';
@@ -49,17 +50,38 @@ describe.skipIf(!redisUrl)('in-flight slots in Redis (REDIS_URL)', () => {
       redisInFlightLimiter(redis, { limit: 2 }),
     );
     const payer = newPayer();
-    const held: Array<() => void> = [];
+    const held: InFlightSlot[] = [];
     expect(await attempt(() => a!.acquire(payer), held)).toBe('slot');
     expect(await attempt(() => b!.acquire(payer), held)).toBe('slot');
     expect(await attempt(() => a!.acquire(payer), held)).toBe('429 too_many_in_flight');
     expect(await attempt(() => b!.acquire(payer), held)).toBe('429 too_many_in_flight');
     // Another payer is bounded apart.
     expect(await attempt(() => b!.acquire(newPayer()), held)).toBe('slot');
-    held[0]!();
-    held[0]!();
+    held[0]!.release();
+    held[0]!.release();
     await vi.waitFor(async () => expect(await attempt(() => b!.acquire(payer), held)).toBe('slot'));
-    for (const release of held) release();
+    for (const slot of held) slot.release();
+  });
+
+  test('each slot sees what the payer’s other slots, on any instance, reserve', async () => {
+    const [a, b] = (await Promise.all([connect(), connect()])).map((redis) =>
+      redisInFlightLimiter(redis, { limit: 3 }),
+    );
+    const payer = newPayer();
+    const first = await a!.acquire(payer, 5_000_000_000_000n);
+    const second = await b!.acquire(payer, 7n);
+    expect([first.othersReservedPicoUsd, second.othersReservedPicoUsd]).toEqual([0n, 5_000_000_000_000n]);
+    // Beyond a double's exact integers once summed: added as bigints.
+    const third = await a!.acquire(payer, 9_007_199_254_740_993n);
+    expect(third.othersReservedPicoUsd).toBe(5_000_000_000_007n);
+    first.release();
+    await vi.waitFor(async () => {
+      const fourth = await b!.acquire(payer);
+      fourth.release();
+      expect(fourth.othersReservedPicoUsd).toBe(9_007_199_254_741_000n);
+    });
+    second.release();
+    third.release();
   });
 
   test('a held slot outlives its time to live (refreshed); a dead instance’s slot expires', async () => {
@@ -69,7 +91,7 @@ describe.skipIf(!redisUrl)('in-flight slots in Redis (REDIS_URL)', () => {
     const dying = redisInFlightLimiter(dyingRedis, { limit: 1, slotTtlMs });
     const other = redisInFlightLimiter(await connect(), { limit: 1, slotTtlMs });
     const [kept, lost] = [newPayer(), newPayer()];
-    const held: Array<() => void> = [];
+    const held: InFlightSlot[] = [];
     expect(await attempt(() => living.acquire(kept), held)).toBe('slot');
     expect(await attempt(() => dying.acquire(lost), held)).toBe('slot');
     // The instance dies without releasing: its connection is gone, nothing refreshes its slot.
@@ -77,7 +99,7 @@ describe.skipIf(!redisUrl)('in-flight slots in Redis (REDIS_URL)', () => {
     await sleep(2 * slotTtlMs);
     expect(await attempt(() => other.acquire(kept), held)).toBe('429 too_many_in_flight');
     expect(await attempt(() => other.acquire(lost), held)).toBe('slot');
-    for (const release of held) release();
+    for (const slot of held) slot.release();
   });
 
   test('a slot Redis lost (restarted empty) while its request is in flight is counted again at the next refresh', async () => {
@@ -85,12 +107,12 @@ describe.skipIf(!redisUrl)('in-flight slots in Redis (REDIS_URL)', () => {
     const holder = redisInFlightLimiter(await connect(), { limit: 1, slotTtlMs });
     const other = redisInFlightLimiter(await connect(), { limit: 1, slotTtlMs });
     const payer = newPayer();
-    const held: Array<() => void> = [];
+    const held: InFlightSlot[] = [];
     expect(await attempt(() => holder.acquire(payer), held)).toBe('slot');
     await (await connect()).del(`paygate-inflight:${payer}`);
     await sleep(slotTtlMs / 2);
     expect(await attempt(() => other.acquire(payer), held)).toBe('429 too_many_in_flight');
-    for (const release of held) release();
+    for (const slot of held) slot.release();
   });
 
   test('a slot Redis took after the instance stopped waiting is given back (counted locally meanwhile)', async () => {
@@ -98,14 +120,14 @@ describe.skipIf(!redisUrl)('in-flight slots in Redis (REDIS_URL)', () => {
     const late = redisInFlightLimiter(await connect(), { limit: 1, timeoutMs: 50 });
     const other = redisInFlightLimiter(await connect(), { limit: 1 });
     const payer = newPayer();
-    const held: Array<() => void> = [];
+    const held: InFlightSlot[] = [];
     // Redis holds every write for 200 ms: the acquisition lands after the instance stopped waiting.
     await admin.call('client', 'pause', '200', 'WRITE');
     expect(await attempt(() => late.acquire(payer), held)).toBe('slot');
     await sleep(400);
     expect(await admin.zcard(`paygate-inflight:${payer}`)).toBe(0);
     expect(await attempt(() => other.acquire(payer), held)).toBe('slot');
-    for (const release of held) release();
+    for (const slot of held) slot.release();
   });
 
   test('Redis unreachable: each instance counts alone, and says why', async () => {
@@ -118,14 +140,14 @@ describe.skipIf(!redisUrl)('in-flight slots in Redis (REDIS_URL)', () => {
       onStoreError: (error) => errors.push(error),
     });
     const payer = newPayer();
-    const held: Array<() => void> = [];
+    const held: InFlightSlot[] = [];
     expect(await attempt(() => alone.acquire(payer), held)).toBe('slot');
     expect(await attempt(() => alone.acquire(payer), held)).toBe('slot');
     expect(await attempt(() => alone.acquire(payer), held)).toBe('429 too_many_in_flight');
-    held.pop()!();
+    held.pop()!.release();
     expect(await attempt(() => alone.acquire(payer), held)).toBe('slot');
     expect(errors.length).toBeGreaterThanOrEqual(3);
-    for (const release of held) release();
+    for (const slot of held) slot.release();
   });
 });
 

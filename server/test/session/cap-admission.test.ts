@@ -47,6 +47,7 @@ const CAP_LEFT_977 = {
   capAtomic: '2000',
   availableAtomic: '977',
   owedAtomic: '0',
+  inFlightAtomic: '0',
   requestMaxAtomic: BOUND_64_ATOMIC.toString(),
 };
 
@@ -103,6 +104,7 @@ describe('a request whose own worst case exceeds the cap', () => {
       capAtomic: '10000',
       availableAtomic: '10000',
       owedAtomic: '0',
+      inFlightAtomic: '0',
       requestMaxAtomic: '1760000',
     });
     expect(refused.body.error.message).toContain(
@@ -203,6 +205,39 @@ describe('what the delegation can still pay', () => {
     } finally {
       await onCompletion.close();
     }
+  });
+
+  test('requests in flight at once count together: the one the rest cannot cover besides them is refused', async () => {
+    const payer = await newPayer(local, 6);
+    // 2,000 units: one `max_tokens: 64` request (at most 1,056) fits, two do not.
+    const session = await authorize(gateway, payer, { cap: 2_000n });
+    anthropic.script({ text: 'slow', usage: { input_tokens: 1, output_tokens: 1 }, delayMs: 1_500 });
+    const calls = anthropic.log.length;
+    const slow = rawChat(session.token);
+    await vi.waitFor(() => expect(anthropic.log.length).toBe(calls + 1), { timeout: 5_000, interval: 10 });
+
+    // Each fits alone; together they could owe more than the delegation can ever pay.
+    const refused = await refusedUpFront(session);
+    expect(refused.body.error.details).toEqual({
+      reason: 'cap_reached',
+      cap: 'total',
+      capAtomic: '2000',
+      availableAtomic: '2000',
+      owedAtomic: '0',
+      inFlightAtomic: BOUND_64_ATOMIC.toString(),
+      requestMaxAtomic: BOUND_64_ATOMIC.toString(),
+    });
+    expect(refused.body.error.message).toContain('your requests in flight may cost up to 0.001056 USDC');
+    // A smaller one fits beside it: 32 tokens may cost 528 units.
+    anthropic.script({ text: 'beside', usage: { input_tokens: 1, output_tokens: 1 } });
+    expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
+
+    // Once the slow one completed, what it cost is owed instead: paid first, then the request fits.
+    expect((await slow).status).toBe(200);
+    anthropic.script({ text: 'after', usage: { input_tokens: 1, output_tokens: 1 } });
+    const after = await rawChat(session.token);
+    expect(after.status).toBe(200);
+    expect(after.headers.get('x-settlement-amount')).not.toBeNull();
   });
 
   test('a per-period cap refuses for the rest of its period, and serves again in the next', async () => {

@@ -71,9 +71,9 @@ function gateOf(store: Store, payer: Address, sessionId: string, hooks: GateHook
   const gate = createPaymentGate({
     methods: [hooks.settles ? method : observed],
     inFlight: {
-      async acquire(wallet) {
+      async acquire(wallet, reservePicoUsd) {
         await hooks.beforeSlot?.();
-        return slots.acquire(wallet);
+        return slots.acquire(wallet, reservePicoUsd);
       },
     },
     withPayerLock: (wallet, fn) => {
@@ -154,7 +154,7 @@ describe.each(testDialects)('the payment gate on %s', (dialect) => {
     const { gate, slots } = gateOf(store, payer, `revoked-${dialect}`);
     await expect(gate.admit(REQUEST)).rejects.toMatchObject({ statusCode: 401, code: 'unauthorized' });
     // The only slot is free again.
-    await expect(slots.acquire(payer)).resolves.toBeTypeOf('function');
+    await expect(slots.acquire(payer)).resolves.toMatchObject({ othersReservedPicoUsd: 0n });
   });
 
   test('a session revoked while its request waits on the payer lock: 401 once the lock is free, the debt paid first', async () => {
@@ -165,7 +165,7 @@ describe.each(testDialects)('the payment gate on %s', (dialect) => {
     });
     expect(refused).toMatchObject({ statusCode: 401, code: 'unauthorized' });
     expect((await debtOf(store, payer)).owedAtomic).toBe(0n);
-    await expect(slots.acquire(payer)).resolves.toBeTypeOf('function');
+    await expect(slots.acquire(payer)).resolves.toMatchObject({ othersReservedPicoUsd: 0n });
   });
 
   test('a session expiring while its request waits on the payer lock: 401 once the lock is free', async () => {
@@ -182,7 +182,7 @@ describe.each(testDialects)('the payment gate on %s', (dialect) => {
       },
     );
     expect(refused).toMatchObject({ statusCode: 401, code: 'unauthorized' });
-    await expect(slots.acquire(payer)).resolves.toBeTypeOf('function');
+    await expect(slots.acquire(payer)).resolves.toMatchObject({ othersReservedPicoUsd: 0n });
   });
 
   test('a session still standing once the lock is free: admitted', async () => {
