@@ -313,6 +313,21 @@ export async function markSettlementSent(
 }
 
 /**
+ * The payment was refused with nothing sent for it, but whether anything else paid it is not known
+ * yet (x402: whether anyone used its authorization): `reason` is kept on the pending settlement for
+ * whoever finishes it. Nothing changes once it was sent or finished.
+ */
+export async function markSettlementRefused(store: Store, id: string, reason: string): Promise<void> {
+  await store.db
+    .updateTable('settlements')
+    .set({ failure_reason: reason, updated_at: Date.now() })
+    .where('id', '=', id)
+    .where('status', '=', 'pending')
+    .where('tx_hash', 'is', null)
+    .execute();
+}
+
+/**
  * A sent settlement's transaction replaced by `tx` (the same nonce, higher fees): recorded before it
  * is broadcast, the replaced hash kept, since either transaction may be the one mined. Throws
  * SettlementStateError when the settlement no longer waits on `replaced`.

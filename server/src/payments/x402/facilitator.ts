@@ -32,9 +32,10 @@ import { BroadcastError, NONCE_ATTEMPTS } from '../relayer.js';
 export interface PaymentFacilitator {
   /**
    * Whether each transaction it sends is announced through `onSubmitted` before its broadcast (in
-   * process): then a refusal with none announced proves that nothing can land. A remote facilitator
-   * names its transaction only in its answer, which a failure may leave empty after a broadcast
-   * (x402's reference facilitator answers any error thrown while sending that way).
+   * process): then a refusal, or a node failure it throws, with none announced proves that nothing
+   * it sent can land. A remote facilitator names its transaction only in its answer, which a
+   * failure may leave empty after a broadcast (x402's reference facilitator answers any error
+   * thrown while sending that way).
    */
   readonly announcesSends: boolean;
   verify(payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse>;
@@ -98,9 +99,19 @@ export function inProcessFacilitator(
       if (!result.isValid && nodeFailures.length > 0) throw nodeFailures[0];
       return result;
     },
-    // One facilitator per settlement, so its signer reports this settlement's transaction.
-    settle: (payload, requirements, onSubmitted) =>
-      facilitatorFor({ onSubmitted }).settle(payload, requirements),
+    async settle(payload, requirements, onSubmitted) {
+      // One facilitator per settlement, so its signer reports this settlement's transaction and the
+      // node failures met settling it.
+      const nodeFailures: unknown[] = [];
+      const result = await facilitatorFor({
+        onSubmitted,
+        onNodeFailure: (error) => nodeFailures.push(error),
+      }).settle(payload, requirements);
+      // x402 takes a node that did not answer before a transaction was named (a check, a gas
+      // estimate) for a refusal: the proof was not judged, and the payer must not be told it was refused.
+      if (!result.success && !result.transaction && nodeFailures.length > 0) throw nodeFailures[0];
+      return result;
+    },
   };
 }
 
@@ -144,7 +155,7 @@ export function remoteFacilitator(url: string, timeoutMs = 90_000): PaymentFacil
 interface SignerCalls {
   /** Settling: each transaction signed, before its broadcast. Without it the signer sends nothing. */
   onSubmitted?: SubmittedListener;
-  /** A read the node did not answer (unreachable, overloaded, out of time), before it is thrown. */
+  /** A call the node did not answer (unreachable, overloaded, out of time), before it is thrown. */
   onNodeFailure?: (error: unknown) => void;
 }
 
@@ -154,18 +165,18 @@ const ASSET_CODE: Hex = '0xfe';
 function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeoutMs: number | undefined) {
   const client = chain.publicClient;
   const { onSubmitted, onNodeFailure } = calls;
-  const read = <T>(call: Promise<T>): Promise<T> =>
+  const ask = <T>(call: Promise<T>): Promise<T> =>
     call.catch((error: unknown) => {
       if (isTransportFailure(error)) onNodeFailure?.(error);
       throw error;
     });
   const send = async (to: Address, data: Hex): Promise<Hash> => {
     if (!onSubmitted) throw new Error('this facilitator only verifies');
-    const estimate = await client.estimateGas({ account: chain.relayer.address, to, data });
+    const estimate = await ask(client.estimateGas({ account: chain.relayer.address, to, data }));
     const call = { to, data, gas: (estimate * GAS_MARGIN_PERCENT) / 100n };
     for (let attempt = 1; ; attempt++) {
       try {
-        return (await chain.relayer.submit(call, (tx) => onSubmitted(tx.hash, tx.raw))).hash;
+        return (await ask(chain.relayer.submit(call, (tx) => onSubmitted(tx.hash, tx.raw)))).hash;
       } catch (error) {
         // Its nonce was taken: never mined, so the same authorization is signed under the next one.
         if (!(error instanceof BroadcastError && error.kind === 'nonce' && attempt < NONCE_ATTEMPTS))
@@ -176,16 +187,16 @@ function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeo
   return toFacilitatorEvmSigner(
     {
       address: chain.relayer.address,
-      readContract: (args) => read(client.readContract(args as Parameters<typeof client.readContract>[0])),
+      readContract: (args) => ask(client.readContract(args as Parameters<typeof client.readContract>[0])),
       verifyTypedData: (args) =>
-        read(client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0])),
+        ask(client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0])),
       // x402 asks whether the asset is a contract at the start of a verification and waits for the
       // answer only after its other checks, not at all when one fails: a node failure meanwhile
       // would be a rejection no one handles, which ends the process. The asset is always the
       // gateway's USDC, whose name and version the proof's terms were read from: a contract. (Every
       // other call of the signer x402 awaits as it makes it.)
       getCode: (args) =>
-        isAddressEqual(args.address, chain.usdc) ? Promise.resolve(ASSET_CODE) : read(client.getCode(args)),
+        isAddressEqual(args.address, chain.usdc) ? Promise.resolve(ASSET_CODE) : ask(client.getCode(args)),
       waitForTransactionReceipt: (args) => chain.relayer.waitForReceipt(args),
       writeContract: (args) =>
         send(

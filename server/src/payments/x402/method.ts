@@ -4,6 +4,7 @@ import { debtOf } from '../../billing/ledger.js';
 import {
   failSettlement,
   findSettlement,
+  markSettlementRefused,
   markSettlementSent,
   openSettlement,
   type Settlement,
@@ -15,7 +16,7 @@ import { ApiError } from '../../http/errors.js';
 import type { SettlementMetrics, SettlementOutcome } from '../../observability/index.js';
 import type { AdmissionRequest } from '../../services/chat-contracts.js';
 import type { Store } from '../../store/database.js';
-import type { ChainClient } from '../chain-client.js';
+import { type ChainClient, isTransportFailure, shownReason } from '../chain-client.js';
 import type { IdentifiedPayer, PaymentMethod } from '../gate.js';
 import { awaitReceipt, type OutboxDeps } from '../outbox/reconcile.js';
 import { isAuthorizationSeen, recordAuthorization } from './authorizations.js';
@@ -29,7 +30,6 @@ import {
   sameAddress,
 } from './proof.js';
 import {
-  finishRefusedX402Settlement,
   finishUnfinishedX402Settlements,
   type ReconcileOutcome,
   reconcileX402Settlement,
@@ -158,14 +158,28 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
 
     const { payload, requirements } = facilitatorInput(proof, terms);
     let result: SettleResponse;
+    let nodeFailed = false;
     try {
       result = await facilitator.settle(payload, requirements, async (txHash, raw) => {
         await markSettlementSent(store, settlement.id, txHash, raw);
       });
     } catch (error) {
+      options.log?.error(
+        { err: error, payer, settlement: settlement.id },
+        'x402 settlement failed without an answer',
+      );
       // The facilitator did not say what happened: the chain will (see reconcileX402Settlement).
-      options.log?.error({ err: error, payer, settlement: settlement.id }, 'x402 settlement outcome unknown');
-      throw settlementPending();
+      if (!(facilitator.announcesSends && isTransportFailure(error))) throw settlementPending();
+      // The node failed in process: the proof was not judged, and all that was sent for it was
+      // announced. Finished as a refusal naming no transaction, but the payer is told to retry.
+      nodeFailed = true;
+      result = {
+        success: false,
+        transaction: '',
+        network: terms.network,
+        errorReason: 'node_unavailable',
+        errorMessage: shownReason(error),
+      };
     }
     // Success or not, the chain decides: a facilitator's word (a remote one may be wrong, or lie)
     // confirms nothing without the transfer to the treasury (see reconcileX402Settlement).
@@ -176,16 +190,14 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     const refused = result.success ? undefined : result;
     // A remote facilitator may answer before the gateway's node has its receipt.
     if (result.success && transaction) await awaitReceipt(outbox, transaction).catch(() => undefined);
-    const current = (await findSettlement(store, settlement.id)) as Settlement;
     // Any transaction named (a hash or not) may carry the authorization, which anyone could land;
     // so may one a remote facilitator sent but did not name. Refused with no transaction ever
-    // signed for it, nothing the gateway sent can land, but its authorization may have landed.
-    const neverSent =
-      refused && current.status === 'pending' && !result.transaction && facilitator.announcesSends;
-    const outcome = await (neverSent
-      ? orPending(finishRefusedX402Settlement(outbox, current, failure))
-      : reconcile(current));
-    if (outcome === 'failed') throw refuse(failure, owed, refused);
+    // signed for it, nothing the gateway sent can land, but its authorization may have landed:
+    // noted before the chain is asked, so a node that cannot say is asked again by the next look.
+    if (refused && !result.transaction && facilitator.announcesSends)
+      await markSettlementRefused(store, settlement.id, failure);
+    const outcome = await reconcile((await findSettlement(store, settlement.id)) as Settlement);
+    if (outcome === 'failed') throw nodeFailed ? chainUnavailable() : refuse(failure, owed, refused);
     if (outcome === 'pending') throw settlementPending();
     const confirmed = (await findSettlement(store, settlement.id)) as Settlement;
     return settlementHeaders(proof.version, {
@@ -309,8 +321,15 @@ function amountReason(carried: bigint, owed: bigint): string {
 }
 
 function settlementPending(): ApiError {
+  // Sent and not mined yet, or refused while the chain could not say whether anyone else paid it.
   return paymentsUnavailable(
-    'the payment of this payer’s debt is sent but not confirmed yet; retry shortly with a new proof',
+    'the payment of this payer’s debt is not confirmed yet; retry shortly with a new proof',
+  );
+}
+
+function chainUnavailable(): ApiError {
+  return paymentsUnavailable(
+    'the chain could not be reached to settle the payment; retry shortly with a new proof',
   );
 }
 

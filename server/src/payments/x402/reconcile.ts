@@ -58,6 +58,10 @@ export async function reconcileX402Settlement(
 ): Promise<ReconcileOutcome> {
   const { store, chain } = deps;
   if (settlement.status === 'confirmed' || settlement.status === 'failed') return settlement.status;
+  // Refused with nothing sent (see markSettlementRefused): a node that could not say whether its
+  // authorization was used then is asked again, not waited out until the authorization expires.
+  if (settlement.status === 'pending' && settlement.failureReason !== null)
+    return finishRefusedX402Settlement(deps, settlement, settlement.failureReason);
   const authorization = await authorizationOfSettlement(store, settlement.id);
   // Opened, but its proof was never recorded, so it was never handed to a facilitator: unless the
   // instance that opened it (whose payer lock was lost) records and sends it meanwhile, which the
@@ -80,7 +84,7 @@ export async function reconcileX402Settlement(
  * land the authorization, and a facilitator then refuses to send it (its gas estimate reverts),
  * though the treasury may have been paid: the spend is judged as for any settlement.
  */
-export async function finishRefusedX402Settlement(
+async function finishRefusedX402Settlement(
   deps: OutboxDeps,
   settlement: Settlement,
   reason: string,
