@@ -15,6 +15,7 @@ import {
 import graphqlRoutes from './graphql/plugin.js';
 import authorizeRoute from './http/authorize-route.js';
 import chatRoute from './http/chat-route.js';
+import { refuseEncodedBodies } from './http/body-encoding.js';
 import { answerFrameworkError, clientErrorHandler, installErrorHandling } from './http/error-handling.js';
 import { ApiError } from './http/errors.js';
 import { StreamBuffers } from './http/event-stream.js';
@@ -322,6 +323,7 @@ export async function buildApp(
   });
   // The API speaks JSON only: anything else is 415, not a string that fails validation.
   app.removeContentTypeParser('text/plain');
+  refuseEncodedBodies(app);
 
   installErrorHandling(app);
   installHttpMetrics(app, metrics);

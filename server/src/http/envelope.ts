@@ -8,6 +8,10 @@ export interface ApiResponse<T> {
 export interface ApiErrorBody {
   code: string;
   message: string;
+  /** OpenAI's error class (`invalid_request_error`, ...), which OpenAI's clients read. */
+  type: string;
+  /** OpenAI's name for `field`: the request field at fault, or null. */
+  param: string | null;
   field?: string;
   /** Extra facts a client can act on (upstream status, amount owed, ...). */
   details?: Record<string, unknown>;

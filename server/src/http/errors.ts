@@ -38,11 +38,23 @@ export class ApiError extends Error {
   }
 
   toBody(): ApiErrorBody {
-    const body: ApiErrorBody = { code: this.code, message: this.message };
+    const body: ApiErrorBody = {
+      code: this.code,
+      message: this.message,
+      type: openAiErrorType(this.statusCode),
+      param: this.options.field ?? null,
+    };
     if (this.options.field !== undefined) body.field = this.options.field;
     if (this.options.details !== undefined) body.details = this.options.details;
     return body;
   }
+}
+
+/** The error classes OpenAI's API answers with, by status (its clients read `type` and `param`). */
+function openAiErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 429) return 'rate_limit_error';
+  return status >= 500 ? 'server_error' : 'invalid_request_error';
 }
 
 export const validationError = (field: string, message: string) =>

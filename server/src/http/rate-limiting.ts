@@ -91,6 +91,12 @@ export async function installRateLimiting(app: FastifyInstance, options: RateLim
         `rate limit of ${context.max} requests per ${options.windowMs / 1000} s exceeded; retry in ${context.after}`,
       ),
   });
+  // The plugin limits routes: a request no route matched (404, 405) is counted here, before its body.
+  const limitUnmatched = app.rateLimit();
+  app.addHook('onRequest', function (request, reply, done) {
+    if (!request.is404) return done();
+    limitUnmatched.call(this, request, reply).then(() => done(), done);
+  });
   // The plugin sends seconds until reset, rounded up; the header is specified as a Unix timestamp.
   // Rounding the clock down as well keeps the sum within a second of the true reset.
   app.addHook('onSend', async (_request, reply) => {

@@ -1,7 +1,9 @@
 import type { InjectOptions } from 'fastify';
+import OpenAI, { APIError } from 'openai';
 import { afterAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { SettlementStateError } from '../../src/billing/settlements.js';
+import { ApiError } from '../../src/http/errors.js';
 import { testConfig } from '../support/config.js';
 
 const config = testConfig();
@@ -101,6 +103,45 @@ describe('every refusal wears the envelope, never a 500', () => {
       'invalid_json',
     );
     expect(res.statusCode).toBe(400);
+  });
+
+  test.each([
+    [
+      { 'content-encoding': 'gzip' },
+      'content-encoding',
+      'content-encoding gzip is not accepted; send the body uncompressed',
+    ],
+    [
+      { 'content-type': 'application/json; charset=utf-16' },
+      'content-type',
+      'send the body as UTF-8, not utf-16',
+    ],
+  ])('a body sent with %o is 415 naming the header', async (headers, field, message) => {
+    const { body } = await expectError(
+      {
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: { 'content-type': 'application/json', ...headers },
+        payload: JSON.stringify(chat()),
+      },
+      415,
+      'unsupported_media_type',
+    );
+    expect(body.error).toMatchObject({ field, message });
+  });
+
+  test.each([
+    [{ 'content-encoding': 'identity' }],
+    [{ 'content-type': 'application/json; charset=UTF-8' }],
+    [{ 'content-type': 'application/json;charset="utf-8"' }],
+  ])('a body sent with %o is read', async (headers) => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json', ...headers },
+      payload: JSON.stringify(chat()),
+    });
+    expect(res.statusCode, res.body).toBe(200);
   });
 
   test('a body that is not JSON is 415 unsupported_media_type', async () => {
@@ -211,6 +252,34 @@ describe('every refusal wears the envelope, never a 500', () => {
     expect(res.headers.allow).toBe(allow);
   });
 
+  test("OpenAI's client reads the refusal's code, type and param", async () => {
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const refused = await client.chat.completions
+      .create({
+        model: 'anthropic/claude-sonnet-4.5',
+        messages: [{ role: 'user', content: 'hi' }],
+        temperature: 9,
+      })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(APIError);
+    expect(refused).toMatchObject({
+      status: 400,
+      code: 'validation_error',
+      type: 'invalid_request_error',
+      param: 'temperature',
+    });
+  });
+
+  test.each([
+    [401, 'authentication_error'],
+    [402, 'invalid_request_error'],
+    [429, 'rate_limit_error'],
+    [503, 'server_error'],
+  ])('a %i refusal is of type %s', (status, type) => {
+    expect(new ApiError(status, 'internal_error', 'x').toBody()).toMatchObject({ type, param: null });
+  });
+
   test('a validation error is 400 in the envelope', async () => {
     const { body } = await expectError(
       { method: 'POST', url: '/v1/chat/completions', payload: chat({ top_p: 2 }) },
@@ -262,7 +331,13 @@ describe('a property the schema does not know', () => {
       400,
       'validation_error',
     );
-    expect(body.error).toEqual({ code: 'validation_error', field, message: `${field} is not a known field` });
+    expect(body.error).toEqual({
+      code: 'validation_error',
+      type: 'invalid_request_error',
+      param: field,
+      field,
+      message: `${field} is not a known field`,
+    });
   });
 });
 

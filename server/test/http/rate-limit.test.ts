@@ -86,6 +86,27 @@ describe('a caller over its limit', () => {
     expect(limited.statusCode).toBe(429);
     expect(limited.json().error.code).toBe('rate_limited');
   });
+
+  test('requests no route matches count too (404 and 405), answered without reading their body', async () => {
+    const app = await gateway({ rateLimitMax: 2 });
+    const unmatched = (method: 'POST' | 'DELETE', url: string) =>
+      app.inject({
+        method,
+        url,
+        headers: { 'content-type': 'application/json' },
+        // Not JSON: read, it would be a 400.
+        payload: '{"not json',
+        remoteAddress: '10.0.0.10',
+      });
+    const notFound = await unmatched('POST', '/nope');
+    expect(notFound.statusCode).toBe(404);
+    expect(notFound.headers['x-ratelimit-remaining']).toBe('1');
+    expect((await unmatched('DELETE', '/v1/chat/completions')).statusCode).toBe(405);
+    const limited = await unmatched('POST', '/nope');
+    expect(limited.statusCode).toBe(429);
+    expect(limited.json().error.code).toBe('rate_limited');
+    expect((await get(app, '/health', '10.0.0.10')).statusCode).toBe(429);
+  });
 });
 
 describe('per-route limits (RATE_LIMITS)', () => {

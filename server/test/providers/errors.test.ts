@@ -215,6 +215,8 @@ describe('failures before the first part of a stream: an HTTP error a client ret
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
     expect((await res.json()).error).toEqual({
       code: 'provider_error',
+      type: 'server_error',
+      param: null,
       message: 'anthropic answered 529: Overloaded',
       details: { upstreamStatus: 529, upstreamMessage: 'Overloaded' },
     });
@@ -323,6 +325,8 @@ describe('failures after the stream began', () => {
     expect(last).toEqual({
       error: {
         code: 'provider_error',
+        type: 'server_error',
+        param: null,
         message: 'google answered 500: An internal error has occurred. Please retry.',
         details: { upstreamStatus: 500, upstreamMessage: 'An internal error has occurred. Please retry.' },
       },

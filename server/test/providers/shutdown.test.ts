@@ -71,6 +71,8 @@ describe('a shutdown past SHUTDOWN_TIMEOUT_MS', () => {
       expect(JSON.parse(events.at(-1)!)).toEqual({
         error: {
           code: 'service_unavailable',
+          type: 'server_error',
+          param: null,
           message: 'the call to anthropic was cut: the gateway is shutting down',
         },
       });
@@ -96,6 +98,8 @@ describe('a shutdown past SHUTDOWN_TIMEOUT_MS', () => {
       expect(response.headers.get('retry-after')).toBe('1');
       expect(((await response.json()) as { error: unknown }).error).toEqual({
         code: 'service_unavailable',
+        type: 'server_error',
+        param: null,
         message: 'the call to anthropic was cut: the gateway is shutting down',
       });
       expect(h.recorder.entries).toEqual([]);
