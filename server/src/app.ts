@@ -14,8 +14,8 @@ import {
 } from './config.js';
 import graphqlRoutes from './graphql/plugin.js';
 import authorizeRoute from './http/authorize-route.js';
-import chatRoute from './http/chat-route.js';
 import { refuseEncodedBodies } from './http/body-encoding.js';
+import chatRoute from './http/chat-route.js';
 import { answerFrameworkError, clientErrorHandler, installErrorHandling } from './http/error-handling.js';
 import { ApiError } from './http/errors.js';
 import { StreamBuffers } from './http/event-stream.js';
@@ -297,7 +297,7 @@ export async function buildApp(
   });
   if (!overrides.store) app.addHook('onClose', () => store.close());
   // The collector starts no round once the shutdown begins. Its round under way (which may wait
-  // for receipts) and the settlements (SETTLE_ON_COMPLETION) of requests completing meanwhile are
+  // for receipts) and the settlements on completion of requests completing meanwhile are
   // waited for once the answers are (the chat route's own hook runs first), before the ledger
   // closes: not in preClose, whose hooks Fastify bounds by its plugin timeout.
   let collectorStopped: Promise<void> = Promise.resolve();

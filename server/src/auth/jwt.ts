@@ -17,8 +17,13 @@ declare module '@fastify/jwt' {
   }
 }
 
-/** Who is calling: a payer through its session's access token, or the operator. */
-export type Caller = { kind: 'wallet'; wallet: Address; sessionId: string } | { kind: 'admin' };
+/**
+ * Who is calling: a payer through its session's access token, or the operator. The token expires
+ * with its session, so it tells when the session ends without a lookup (to the second, never later).
+ */
+export type Caller =
+  | { kind: 'wallet'; wallet: Address; sessionId: string; sessionExpiresAt: Date }
+  | { kind: 'admin' };
 
 export interface CallerChecks {
   /** ADMIN_TOKEN; operator access is off when unset. */
@@ -115,8 +120,9 @@ export function verifiedCaller(jwt: JWT, header: string | undefined, adminToken?
     );
   }
   const { claims, wallet } = verified;
-  if (wallet === null || typeof claims.sid !== 'string') throw unauthorized('the access token is not valid');
-  return { kind: 'wallet', wallet, sessionId: claims.sid };
+  if (wallet === null || typeof claims.sid !== 'string' || typeof claims.exp !== 'number')
+    throw unauthorized('the access token is not valid');
+  return { kind: 'wallet', wallet, sessionId: claims.sid, sessionExpiresAt: new Date(claims.exp * 1000) };
 }
 
 /** 401 for a validly signed token whose session was revoked or has expired. */

@@ -68,6 +68,17 @@ export interface Collector {
   healthCheck(): DependencyCheck;
 }
 
+/**
+ * How near its end a session's debts are due at once. A session is served up to its delegation's
+ * expiry, and the delegation pays only until then: within this time of it, the idle wait, the
+ * collector's next run and a settlement's longest wait for its receipt would not all fit.
+ */
+export function sessionsEndingSoonMs(
+  options: Pick<CollectorOptions, 'idleMs' | 'intervalMs' | 'receiptTimeoutMs'>,
+): number {
+  return options.idleMs + options.intervalMs + options.receiptTimeoutMs;
+}
+
 interface Failure {
   failures: number;
   lastError: string;
@@ -84,13 +95,10 @@ export function createCollector(options: CollectorOptions): Collector {
   const backoffMs = options.backoffMs ?? options.intervalMs;
   const maxBackoffMs = options.maxBackoffMs ?? 64 * backoffMs;
   const batchSize = options.batchSize ?? 100;
-  // A session is served up to its delegation's expiry, and the delegation pays only until then: a
-  // debt is collected at once when the idle wait, the next run and a settlement's longest wait for
-  // its receipt would not all fit before the payer's last session ends. A revoked session ends now
-  // for requests, while its delegation can still pay on chain until it expires.
+  // A revoked session ends now for requests, while its delegation can still pay on chain until it expires.
   const due: CollectionDue = {
     idleMs: options.idleMs,
-    sessionsEndingWithinMs: options.idleMs + options.intervalMs + options.receiptTimeoutMs,
+    sessionsEndingWithinMs: sessionsEndingSoonMs(options),
   };
   const failures = new Map<Address, Failure>();
   // The last payer due reached: payers that can never be collected (expired session, refused

@@ -35,7 +35,10 @@ export interface SessionMethodOptions extends OutboxDeps {
   authenticate(authorization: string | undefined): Caller | null;
   /** The operator's token is a bearer token too, but it pays for nothing. */
   adminToken?: string;
-  /** Settles each paid request's debt as soon as it is recorded (SETTLE_ON_COMPLETION), when on. */
+  /**
+   * Settles a paid request's debt as soon as it is recorded: every request's with SETTLE_ON_COMPLETION,
+   * otherwise those of sessions ending soon.
+   */
   settleOnCompletion?: SettleOnCompletion;
   /** A 402 carrying x402 requirements for what the payer owes (the x402 rail), when that rail is on. */
   demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
@@ -89,7 +92,11 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
           return true;
         },
         recorded(cost) {
-          if (cost.totalPicoUsd !== '0') options.settleOnCompletion?.settle(caller.wallet, caller.sessionId);
+          if (cost.totalPicoUsd !== '0')
+            options.settleOnCompletion?.settle(caller.wallet, {
+              id: caller.sessionId,
+              expiresAt: caller.sessionExpiresAt,
+            });
         },
         async settleDebt(othersReservedPicoUsd) {
           // Read only when something may be owed: `owesNothing` found the session active already,

@@ -4,7 +4,7 @@ import type { GatewayConfig } from '../config.js';
 import type { ApiError } from '../http/errors.js';
 import type { Store } from '../store/database.js';
 import type { ChainClient } from './chain-client.js';
-import { type Collector, type CollectorOptions, createCollector } from './collector.js';
+import { type Collector, type CollectorOptions, createCollector, sessionsEndingSoonMs } from './collector.js';
 import type { SessionPolicy } from './delegation-policy.js';
 import type { PaymentMethod } from './gate.js';
 import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile.js';
@@ -38,7 +38,7 @@ export interface SessionRail {
   recover(): Promise<Settlement[]>;
   /** Shutdown: the collector starts no more rounds; resolves once its round under way ended. */
   stop(): Promise<void>;
-  /** Shutdown, once no request runs: waits for the settlements of completed requests (SETTLE_ON_COMPLETION). */
+  /** Shutdown, once no request runs: waits for the settlements of completed requests (settled on completion). */
   settled(): Promise<void>;
 }
 
@@ -59,15 +59,24 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
     receiptTimeoutMs: config.limits.settlementTimeoutMs,
     metrics: options.metrics,
   };
-  const onCompletion = config.settleOnCompletion
-    ? settleOnCompletion({ ...outbox, withPayerLock: store.withPayerLock, log: options.log })
-    : undefined;
-  const collector = createCollector({
+  const collection = {
     ...outbox,
-    withPayerLock: store.withPayerLock,
-    leadership: store.leadership('collector'),
     idleMs: config.limits.collectorIdleMs,
     intervalMs: config.limits.collectorIntervalMs,
+  };
+  // Near a session's end its debts are due at once: the collector takes them at its next run, and a
+  // request completing then is settled at once, since that run may come after the delegation can pay.
+  const onCompletion = settleOnCompletion({
+    ...outbox,
+    withPayerLock: store.withPayerLock,
+    everyRequest: config.settleOnCompletion,
+    sessionsEndingWithinMs: sessionsEndingSoonMs(collection),
+    log: options.log,
+  });
+  const collector = createCollector({
+    ...collection,
+    withPayerLock: store.withPayerLock,
+    leadership: store.leadership('collector'),
     batchSize: config.limits.collectorBatchSize,
     log: options.log,
   });
@@ -95,8 +104,6 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
     },
     recover: () => finishUnfinishedSettlements(outbox, store.withPayerLock),
     stop: () => collector.stop(),
-    settled: async () => {
-      await onCompletion?.drain();
-    },
+    settled: () => onCompletion.drain(),
   };
 }

@@ -6,6 +6,13 @@ import { settleSessionDebt } from './session-settlement.js';
 
 export interface SettleOnCompletionOptions extends OutboxDeps {
   withPayerLock: PayerLock;
+  /** SETTLE_ON_COMPLETION: every paid request is settled on completion, not only those near their session's end. */
+  everyRequest: boolean;
+  /**
+   * Requests of a session ending within this time are settled on completion whatever `everyRequest`
+   * says: the collector's next run could come after the session's delegation stopped paying.
+   */
+  sessionsEndingWithinMs: number;
   log: { warn(details: object, message: string): void };
 }
 
@@ -16,8 +23,11 @@ export interface SettleOnCompletionOptions extends OutboxDeps {
  * confirmed; it usually finds nothing owed and goes straight through.
  */
 export interface SettleOnCompletion {
-  /** Queues a settlement of the payer's debt with the session's delegation; never throws. */
-  settle(payer: Address, sessionId: string): void;
+  /**
+   * Queues a settlement of the payer's debt with the session's delegation, when every request is
+   * settled on completion or the session ends soon; never throws.
+   */
+  settle(payer: Address, session: { id: string; expiresAt: Date }): void;
   /** Waits for the settlements queued or under way (shutdown). */
   drain(): Promise<void>;
 }
@@ -27,9 +37,12 @@ export function settleOnCompletion(options: SettleOnCompletionOptions): SettleOn
   // so one queued per payer is enough; one under way has claimed its records already.
   const queued = new Set<Address>();
   const underWay = new Set<Promise<void>>();
+  // A date compared, no store read: requests far from their session's end cost nothing more.
+  const settlesNow = (sessionExpiresAt: Date) =>
+    options.everyRequest || sessionExpiresAt.getTime() - Date.now() <= options.sessionsEndingWithinMs;
   return {
-    settle(payer, sessionId) {
-      if (queued.has(payer)) return;
+    settle(payer, session) {
+      if (!settlesNow(session.expiresAt) || queued.has(payer)) return;
       queued.add(payer);
       let started = false;
       // Begun after the answer is written: on SQLite the settlement's first steps run synchronously.
@@ -38,8 +51,8 @@ export function settleOnCompletion(options: SettleOnCompletionOptions): SettleOn
           options.withPayerLock(payer, async () => {
             started = true;
             queued.delete(payer);
-            const session = await findSession(options.store, sessionId);
-            if (session) await settleSessionDebt(options, session);
+            const record = await findSession(options.store, session.id);
+            if (record) await settleSessionDebt(options, record);
           }),
         )
         .catch((error: unknown) => {

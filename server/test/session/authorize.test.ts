@@ -500,7 +500,8 @@ describe('POST /v1/authorize', () => {
       gatewayUrl: gateway.url,
       smartAccount: account,
       cap: 1_000_000n,
-      expiresAt: new Date(Date.now() + 3_600_000),
+      // Far from its end: each debt is left to the next request, not settled on completion.
+      expiresAt: new Date(Date.now() + 86_400_000),
     });
     expect(session.wallet).toBe(owner.address);
     const client = openaiFor(gateway, session.token);

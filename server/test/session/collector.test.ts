@@ -273,17 +273,30 @@ describe('debts a session would outlive are collected without waiting for the id
   const FIFTEEN_MINUTES = 15 * 60_000;
 
   /** A payer with a session expiring in `expiresInSeconds`, owing one answered request. */
-  async function owingOne(on: GatewayUnderTest, owner: number, salt: number, expiresInSeconds: number) {
-    const payer = await newPayer(local, owner, { salt });
+  async function owingOne(
+    on: GatewayUnderTest,
+    owner: number,
+    salt: number,
+    expiresInSeconds: number,
+    fundUsdc?: bigint,
+  ) {
+    const payer = await newPayer(local, owner, { salt, fundUsdc });
     const session = await authorize(on, payer, { expiresInSeconds });
     anthropic.script({ text: 'last words', usage: SMALL });
     expect((await chat(openaiFor(on, session.token))).status).toBe(200);
     return { payer, session, balanceBefore: await usdcBalance(local, payer.address) };
   }
 
-  test('the last request of a session expiring in 10 minutes is paid at once; one of a lasting session waits', async () => {
+  test('the debt of a session expiring in 10 minutes, unpaid on completion, is collected at once; one of a lasting session waits', async () => {
     const quiet = await quietGateway();
-    const ending = await owingOne(quiet, 0, 21, 600);
+    // Settled as its request completes (its session ends soon), when the account held too little.
+    const ending = await owingOne(quiet, 0, 21, 600, 10n);
+    await vi.waitFor(async () => {
+      const [settlement] = await settlementsOf(quiet.store, ending.payer.address);
+      expect(settlement?.status).toBe('failed');
+    }, waitLong);
+    await mintUsdc(local, ending.payer.address, 1_000_000n);
+    const endingBefore = await usdcBalance(local, ending.payer.address);
     const lasting = await owingOne(quiet, 1, 21, 86_400);
     const collector = collectorOf(quiet, { idleMs: FIFTEEN_MINUTES });
 
@@ -293,7 +306,7 @@ describe('debts a session would outlive are collected without waiting for the id
     expect(run.failed).toEqual([]);
     const [settlement] = await settlementsOf(quiet.store, ending.payer.address);
     expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
-    expect(await usdcBalance(local, ending.payer.address)).toBe(ending.balanceBefore - SMALL_COST_ATOMIC);
+    expect(await usdcBalance(local, ending.payer.address)).toBe(endingBefore - SMALL_COST_ATOMIC);
     expect((await debtOf(quiet.store, ending.payer.address)).owedAtomic).toBe(0n);
     // Its next request pays it, or the collector once it is idle.
     expect(await usdcBalance(local, lasting.payer.address)).toBe(lasting.balanceBefore);
@@ -318,5 +331,41 @@ describe('debts a session would outlive are collected without waiting for the id
     expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
     expect(await usdcBalance(local, payer.address)).toBe(balanceBefore - SMALL_COST_ATOMIC);
     expect((await debtOf(quiet.store, payer.address)).owedAtomic).toBe(0n);
+  });
+});
+
+describe('a request completed near the end of its session', () => {
+  test("is paid at once: the collector's next run would come after the session's delegation can pay", async () => {
+    // SETTLE_ON_COMPLETION is off, and the gateway's collector ran at start-up and runs again in an
+    // hour: after the session's end, when its delegation no longer pays.
+    const quiet = await quietGateway();
+    const ending = await newPayer(local, 0, { salt: 31 });
+    const lasting = await newPayer(local, 1, { salt: 31 });
+    const endingSession = await authorize(quiet, ending, { expiresInSeconds: 120 });
+    const lastingSession = await authorize(quiet, lasting);
+    const [endingBefore, lastingBefore] = await Promise.all([
+      usdcBalance(local, ending.address),
+      usdcBalance(local, lasting.address),
+    ]);
+
+    anthropic.script({ text: 'last words', usage: SMALL }, { text: 'more to come', usage: SMALL });
+    const last = await chat(openaiFor(quiet, endingSession.token));
+    expect((await chat(openaiFor(quiet, lastingSession.token))).status).toBe(200);
+    // Nothing was owed when it arrived: its own debt is paid after its answer, with no further request.
+    expect(last.headers.get('x-settlement-tx')).toBeNull();
+
+    await vi.waitFor(async () => {
+      const [settlement] = await settlementsOf(quiet.store, ending.address);
+      expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
+    }, waitLong);
+    expect(await usdcBalance(local, ending.address)).toBe(endingBefore - SMALL_COST_ATOMIC);
+    expect((await debtOf(quiet.store, ending.address)).owedAtomic).toBe(0n);
+    // Far from its session's end, a debt waits for the payer's next request (or the collector), as before.
+    expect(await settlementsOf(quiet.store, lasting.address)).toEqual([]);
+    expect(await usdcBalance(local, lasting.address)).toBe(lastingBefore);
+    expect((await debtOf(quiet.store, lasting.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
+    // The collector's first run after the session's end finds nothing left that it could not pay.
+    const afterEnd = new Date(Date.parse(endingSession.expiresAt) + 1_000);
+    expect(await collectorOf(quiet, {}).runOnce(afterEnd)).toMatchObject({ failed: [] });
   });
 });

@@ -51,7 +51,13 @@ function gateOf(store: Store, payer: Address, sessionId: string, hooks: GateHook
     store,
     chain: {} as never,
     receiptTimeoutMs: 1_000,
-    authenticate: () => ({ kind: 'wallet', wallet: payer, sessionId }),
+    // As the placeholder session: an hour.
+    authenticate: () => ({
+      kind: 'wallet',
+      wallet: payer,
+      sessionId,
+      sessionExpiresAt: new Date(Date.now() + 3_600_000),
+    }),
     commissionBps: 1_000,
   });
   const observed: PaymentMethod = {

@@ -452,7 +452,8 @@ describe('an account authorized before it was deployed (ERC-6492)', () => {
 describe('the delegation expired on chain', () => {
   test('402 expired, and the request is not forwarded', async () => {
     const payer = await newPayer(local, 1, { salt: 9 });
-    const session = await authorize(gateway, payer, { expiresInSeconds: 600 });
+    // Far from its end: its debt is left to the next request, not settled on completion.
+    const session = await authorize(gateway, payer, { expiresInSeconds: 3 * 3600 });
     const refused = await refusedAfterDebtExpiring(session, payer);
     expect(refused.body.error).toMatchObject({ details: { reason: 'expired', owedAtomic: '66' } });
   });
@@ -461,7 +462,7 @@ describe('the delegation expired on chain', () => {
     anthropic.script({ text: 'debt', usage: SMALL });
     expect((await rawChat(session.token)).status).toBe(200);
     // The gateway's clock still sees the session valid; the chain's is past the delegation's expiry.
-    await local.testClient.increaseTime({ seconds: 700 });
+    await local.testClient.increaseTime({ seconds: 3 * 3600 + 100 });
     await local.testClient.mine({ blocks: 1 });
     const calls = anthropic.log.length;
     const refused = await rawChat(session.token);
