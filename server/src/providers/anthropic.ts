@@ -11,8 +11,14 @@
  *   without `schema` is JSON mode.
  * - `temperature` is capped at 1 (Anthropic's range is 0..1, OpenAI's 0..2); when both
  *   `temperature` and `top_p` are given only `temperature` is sent (recent Claude models refuse both).
- * - Penalties and `seed` have no Anthropic equivalent and are dropped without error, as are stop
- *   sequences of whitespace only (Anthropic refuses them).
+ * - Penalties and `seed` have no Anthropic equivalent and are dropped without error. A stop sequence
+ *   of whitespace only (Anthropic refuses it) is a 400 naming `stop` before any payment: dropped, it
+ *   would let the model run on to `max_tokens`, output the payer asked not to pay for.
+ * - `reasoning_effort` is ignored: extended thinking is off unless asked for, and the gateway never
+ *   asks for it, so no thinking is billed whatever effort a request names.
+ * - A final assistant turn (a prefill) is sent without trailing whitespace, which Anthropic refuses.
+ * - Inline images go only in the types Anthropic takes (JPEG, PNG, GIF, WebP); another is a 400
+ *   naming the part. `user` goes as `metadata.user_id` when Anthropic takes it (256 characters at most).
  * - Empty texts are left out (Anthropic refuses empty text blocks), and messages left empty with
  *   them; a conversation with no turn left is a 400 before any payment. A tool result left empty
  *   goes without `content`, which is optional on a `tool_result`.
@@ -22,6 +28,7 @@
  */
 import type { CatalogModel } from '../catalog/catalog.js';
 import {
+  type InlineImageTypes,
   imageSource,
   isInstruction,
   JSON_MODE_INSTRUCTION,
@@ -32,10 +39,24 @@ import {
 import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
 import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
-import { type MeteredUsage, type ProviderCompletion, ProviderError, type StreamPart } from './types.js';
+import {
+  type MeteredUsage,
+  type ProviderCompletion,
+  ProviderError,
+  type StreamPart,
+  UntranslatableRequestError,
+} from './types.js';
 import { zeroUsage } from './usage.js';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
+
+const INLINE_IMAGES: InlineImageTypes = {
+  provider: 'Anthropic',
+  mediaTypes: ['image/jpeg', 'image/png', 'image/gif', 'image/webp'],
+};
+
+/** The longest `metadata.user_id` Anthropic takes; a longer one is a 400 for the whole request. */
+const MAX_USER_ID = 256;
 
 interface TextBlock {
   type: 'text';
@@ -95,7 +116,7 @@ export function anthropicRequestBody(
   const schema = format?.type === 'json_schema' ? format.json_schema.schema : undefined;
   if (format?.type === 'json_object' || (format?.type === 'json_schema' && schema === undefined))
     system.push({ type: 'text', text: JSON_MODE_INSTRUCTION });
-  const stop = [request.stop ?? []].flat().filter((sequence) => sequence.trim() !== '');
+  const stop = stopSequences(request.stop);
   const tools = request.tools ?? [];
   return {
     model: model.providerModel,
@@ -115,9 +136,22 @@ export function anthropicRequestBody(
       tool_choice: anthropicToolChoice(request.tool_choice ?? 'auto', request.parallel_tool_calls === false),
     }),
     ...(schema !== undefined && { output_config: { format: { type: 'json_schema', schema } } }),
-    ...(request.user && { metadata: { user_id: request.user } }),
+    // Too long for Anthropic, the id is left out, not cut (cut ids could merge users): it only helps
+    // Anthropic tell users apart, not worth the 400 it would make of the request.
+    ...(request.user && request.user.length <= MAX_USER_ID && { metadata: { user_id: request.user } }),
     ...(stream && { stream: true }),
   };
+}
+
+/** Empty stop sequences mean nothing and are left out; ones of whitespace only Anthropic refuses. */
+function stopSequences(stop: ChatRequest['stop']): string[] {
+  const sequences = [stop ?? []].flat().filter((sequence) => sequence !== '');
+  if (sequences.some((sequence) => sequence.trim() === ''))
+    throw new UntranslatableRequestError(
+      'stop',
+      'must contain a non-whitespace character for Anthropic models',
+    );
+  return sequences;
 }
 
 function anthropicToolChoice(choice: ToolChoice, oneCallOnly: boolean): Record<string, unknown> {
@@ -156,6 +190,7 @@ export function anthropicMessages(messages: ChatMessage[]): {
     if (last?.role === role) last.content.push(...blocks);
     else turns.push({ role, content: blocks });
   });
+  trimPrefill(turns);
   if (turns.length === 0) throw noTurnsError();
   for (const turn of turns)
     if (turn.role === 'user')
@@ -164,6 +199,21 @@ export function anthropicMessages(messages: ChatMessage[]): {
         ...turn.content.filter((block) => block.type !== 'tool_result'),
       ];
   return { system, messages: turns };
+}
+
+/**
+ * A final assistant turn is a prefill, which Anthropic refuses when it ends in whitespace: its last
+ * text is sent trimmed at the end, and left out (with the turn, if nothing is left) when blank.
+ */
+function trimPrefill(turns: AnthropicMessage[]): void {
+  const last = turns.at(-1);
+  if (last?.role !== 'assistant') return;
+  for (let block = last.content.at(-1); block?.type === 'text'; block = last.content.at(-1)) {
+    block.text = block.text.trimEnd();
+    if (block.text !== '') break;
+    last.content.pop();
+  }
+  if (last.content.length === 0) turns.pop();
 }
 
 function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
@@ -192,7 +242,7 @@ function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
         if (part.text !== '') blocks.push({ type: 'text', text: part.text });
         return;
       }
-      const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`);
+      const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`, INLINE_IMAGES);
       blocks.push({
         type: 'image',
         source:

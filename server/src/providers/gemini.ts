@@ -13,7 +13,12 @@
  *   system instruction, the schema written into it.
  * - `max_tokens` defaults to the catalog's `defaultMaxTokens`, so the cost of a request stays bounded.
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
- *   implies; data URLs go as `inlineData`.
+ *   implies; data URLs go as `inlineData`, in the types Gemini takes (PNG, JPEG, WebP, HEIC, HEIF):
+ *   another is a 400 naming the part.
+ * - `reasoning_effort` is a `thinkingBudget`, as Google's OpenAI-compatible endpoint maps it for
+ *   Gemini 2.5 (ignored, Gemini would think as much as it likes, billed to the payer). `none` turns
+ *   thinking off: a 400 naming the field for models that cannot (2.5 Pro, Gemini 3), as is `xhigh`,
+ *   which Google maps to no budget.
  * - Thought parts (`thought: true`) are not part of the OpenAI answer; their tokens are reasoning tokens.
  * - An answer ending with MALFORMED_FUNCTION_CALL (or UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS) is a
  *   provider error, billed as counted: OpenAI has no finish reason for it, and `stop` would pass for done.
@@ -29,6 +34,7 @@
  */
 import type { CatalogModel } from '../catalog/catalog.js';
 import {
+  type InlineImageTypes,
   imageSource,
   isInstruction,
   JSON_MODE_INSTRUCTION,
@@ -49,6 +55,23 @@ import {
   UntranslatableRequestError,
 } from './types.js';
 import { zeroUsage } from './usage.js';
+
+const INLINE_IMAGES: InlineImageTypes = {
+  provider: 'Gemini',
+  mediaTypes: ['image/png', 'image/jpeg', 'image/webp', 'image/heic', 'image/heif'],
+};
+
+/** Thinking budgets of the OpenAI efforts, as Google's OpenAI-compatible endpoint sets them. */
+const THINKING_BUDGETS: Record<string, number> = {
+  none: 0,
+  minimal: 1024,
+  low: 1024,
+  medium: 8192,
+  high: 24576,
+};
+
+/** Models that can turn thinking off (budget 0): Gemini 2.5 Flash and Flash-Lite, not 2.5 Pro nor Gemini 3. */
+const THINKING_OPTIONAL = /^gemini-2\.5-flash/;
 
 type GeminiPart =
   | { text: string; thought?: boolean }
@@ -116,6 +139,9 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
         ...(schema !== undefined && { responseJsonSchema: schema }),
       }),
     ...(request.seed != null && { seed: int32(request.seed, 'seed') }),
+    ...(request.reasoning_effort != null && {
+      thinkingConfig: { thinkingBudget: thinkingBudget(request.reasoning_effort, model) },
+    }),
   };
   return {
     contents,
@@ -150,6 +176,21 @@ function int32(value: number, field: string): number {
       'must be between -2147483648 and 2147483647 for Gemini models',
     );
   return value;
+}
+
+function thinkingBudget(effort: string, model: CatalogModel): number {
+  const budget = THINKING_BUDGETS[effort];
+  if (budget === undefined)
+    throw new UntranslatableRequestError(
+      'reasoning_effort',
+      'must be none, minimal, low, medium or high for Gemini models',
+    );
+  if (budget === 0 && !THINKING_OPTIONAL.test(model.providerModel))
+    throw new UntranslatableRequestError(
+      'reasoning_effort',
+      `cannot be none for ${model.id}: the model cannot turn thinking off`,
+    );
+  return budget;
 }
 
 function geminiFunctionCalling(choice: ToolChoice): Record<string, unknown> {
@@ -217,7 +258,7 @@ function contentParts(message: ChatMessage, at: string): GeminiPart[] {
   if (typeof content === 'string') return content !== '' ? [{ text: content }] : [];
   return content.flatMap((part, j): GeminiPart[] => {
     if (part.type === 'text') return part.text !== '' ? [{ text: part.text }] : [];
-    const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`);
+    const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`, INLINE_IMAGES);
     if (source.kind === 'inline') return [{ inlineData: { mimeType: source.mediaType, data: source.data } }];
     return [{ fileData: { fileUri: source.url, mimeType: mediaTypeOfUrl(source.url) } }];
   });

@@ -6,10 +6,18 @@ import { UntranslatableRequestError } from './types.js';
 /** An image part as providers take it: inline bytes from a data URL, or a URL they fetch themselves. */
 export type ImageSource = { kind: 'inline'; mediaType: string; data: string } | { kind: 'url'; url: string };
 
+const TYPE_LIST = new Intl.ListFormat('en', { type: 'disjunction' });
+
 const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*),(.*)$/s;
 
-/** `field` names the part for the 400 a malformed URL gets. */
-export function imageSource(url: string, field: string): ImageSource {
+/** The media types a provider takes inline images in (others it refuses), and its name for the 400. */
+export interface InlineImageTypes {
+  provider: string;
+  mediaTypes: readonly string[];
+}
+
+/** `field` names the part for the 400 a malformed URL, or an image of a type `inline` lacks, gets. */
+export function imageSource(url: string, field: string, inline: InlineImageTypes): ImageSource {
   if (/^https?:\/\//i.test(url)) {
     if (!URL.canParse(url)) throw new UntranslatableRequestError(field, 'is not a valid URL');
     return { kind: 'url', url };
@@ -17,14 +25,18 @@ export function imageSource(url: string, field: string): ImageSource {
   const match = DATA_URL.exec(url);
   if (!match) throw new UntranslatableRequestError(field, 'must be an http(s) URL or a data URL');
   const [, declared = '', parameters = '', payload = ''] = match;
-  const mediaType = declared.toLowerCase();
-  if (!mediaType.startsWith('image/'))
-    throw new UntranslatableRequestError(field, 'must be a data URL of an image (data:image/...;base64,...)');
+  const lowercase = declared.toLowerCase();
+  // `image/jpg` is a common slip for the registered `image/jpeg`, which providers insist on.
+  const mediaType = lowercase === 'image/jpg' ? 'image/jpeg' : lowercase;
+  if (!inline.mediaTypes.includes(mediaType))
+    throw new UntranslatableRequestError(
+      field,
+      `must be a data URL of type ${TYPE_LIST.format(inline.mediaTypes)} for ${inline.provider} models`,
+    );
   const data = parameters.split(';').some((parameter) => parameter.toLowerCase() === 'base64')
     ? payload
     : percentDecoded(payload).toString('base64');
-  // `image/jpg` is a common slip for the registered `image/jpeg`, which providers insist on.
-  return { kind: 'inline', mediaType: mediaType === 'image/jpg' ? 'image/jpeg' : mediaType, data };
+  return { kind: 'inline', mediaType, data };
 }
 
 /** The bytes a data URL's body stands for (the Fetch standard): `%XX` is one byte, any other text its UTF-8. */

@@ -366,6 +366,112 @@ describe('Anthropic behind /v1/chat/completions', () => {
     expect(h.gate.released).toBe(h.gate.admitted.length);
   });
 
+  test('an inline image of a type Anthropic does not take is a 400 naming the part, before any payment; nothing reaches Anthropic', async () => {
+    const admitted = h.gate.admitted.length;
+    for (const type of ['image/svg+xml', 'image/bmp', 'image/heic']) {
+      const error = await h.client.chat.completions
+        .create({
+          model: MODEL,
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'text', text: 'What is this?' },
+                { type: 'image_url', image_url: { url: `data:${type};base64,AAAA` } },
+              ],
+            },
+          ],
+        })
+        .catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        status: 400,
+        error: {
+          code: 'validation_error',
+          field: 'messages[0].content[1].image_url.url',
+          message:
+            'messages[0].content[1].image_url.url must be a data URL of type image/jpeg, image/png, image/gif, or image/webp for Anthropic models',
+        },
+      });
+    }
+    expect(h.anthropic.log).toHaveLength(0);
+    expect(h.gate.admitted).toHaveLength(admitted);
+  });
+
+  test.each([
+    ['a line break', '\n'],
+    ['one blank among others', ['END', ' \t']],
+  ])(
+    'a stop sequence of whitespace only (%s) is a 400 naming stop, before any payment; nothing reaches Anthropic',
+    async (_, stop) => {
+      const admitted = h.gate.admitted.length;
+      const error = await h.client.chat.completions
+        .create({ model: MODEL, messages: [{ role: 'user', content: 'List three colors.' }], stop })
+        .catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        status: 400,
+        error: {
+          code: 'validation_error',
+          field: 'stop',
+          message: 'stop must contain a non-whitespace character for Anthropic models',
+        },
+      });
+      expect(h.anthropic.log).toHaveLength(0);
+      expect(h.recorder.entries).toHaveLength(0);
+      expect(h.gate.admitted).toHaveLength(admitted);
+    },
+  );
+
+  test('a final assistant turn (a prefill) goes without trailing whitespace, which Anthropic refuses; earlier turns keep theirs', async () => {
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        { role: 'user', content: 'Hi' },
+        { role: 'assistant', content: 'Hello!  ' },
+        { role: 'user', content: 'Name a color.' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'The color is \n' },
+            { type: 'text', text: ' \n' },
+          ],
+        },
+      ],
+    });
+    expect(lastSent().body.messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'Hi' }] },
+      { role: 'assistant', content: [{ type: 'text', text: 'Hello!  ' }] },
+      { role: 'user', content: [{ type: 'text', text: 'Name a color.' }] },
+      { role: 'assistant', content: [{ type: 'text', text: 'The color is' }] },
+    ]);
+
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [
+        { role: 'user', content: 'Name a color.' },
+        { role: 'assistant', content: ' \n ' },
+      ],
+    });
+    expect(lastSent().body.messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'Name a color.' }] },
+    ]);
+  });
+
+  test('user goes as metadata.user_id up to the 256 characters Anthropic takes; a longer one is left out', async () => {
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hi' }],
+      user: 'u'.repeat(256),
+    });
+    expect(lastSent().body.metadata).toEqual({ user_id: 'u'.repeat(256) });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hi' }],
+      user: 'u'.repeat(257),
+    });
+    expect(answer.object).toBe('chat.completion');
+    expect(lastSent().body).not.toHaveProperty('metadata');
+  });
+
   test('json mode is a system instruction; stop, temperature (capped at 1), top_k pass; penalties are dropped', async () => {
     h.anthropic.script({ text: '{"ok":true}', stop: 'stop_sequence', stopSequence: 'END' });
     const answer = await h.client.chat.completions.create({

@@ -270,6 +270,82 @@ describe('Gemini behind /v1/chat/completions', () => {
     expect(h.gemini.log).toEqual([]);
   });
 
+  test('an inline image of a type Gemini does not take (GIF, SVG) is a 400 naming the part, and nothing is sent', async () => {
+    for (const type of ['image/gif', 'image/svg+xml']) {
+      const refused = await h.client.chat.completions
+        .create({
+          model: MODEL,
+          messages: [
+            {
+              role: 'user',
+              content: [{ type: 'image_url', image_url: { url: `data:${type};base64,AAAA` } }],
+            },
+          ],
+        })
+        .catch((error: unknown) => error);
+      expect((refused as APIError).status).toBe(400);
+      expect((refused as APIError).error).toMatchObject({
+        code: 'validation_error',
+        field: 'messages[0].content[0].image_url.url',
+        message:
+          'messages[0].content[0].image_url.url must be a data URL of type image/png, image/jpeg, image/webp, image/heic, or image/heif for Gemini models',
+      });
+    }
+    expect(h.gemini.log).toEqual([]);
+  });
+
+  test.each([
+    ['google/gemini-2.5-flash', 'none', 0],
+    ['google/gemini-2.5-flash-lite', 'none', 0],
+    ['google/gemini-2.5-flash', 'minimal', 1024],
+    ['google/gemini-2.5-pro', 'low', 1024],
+    ['google/gemini-2.5-flash', 'medium', 8192],
+    ['google/gemini-2.5-pro', 'high', 24576],
+  ] as const)(
+    '%s: reasoning_effort %s is thinkingBudget %d, as Google maps it',
+    async (model, effort, budget) => {
+      await h.client.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: 'Hi' }],
+        reasoning_effort: effort,
+      });
+      expect(lastSent().body.generationConfig).toEqual({
+        maxOutputTokens: 8192,
+        thinkingConfig: { thinkingBudget: budget },
+      });
+    },
+  );
+
+  test.each([
+    [
+      'google/gemini-2.5-pro',
+      'none',
+      'cannot be none for google/gemini-2.5-pro: the model cannot turn thinking off',
+    ],
+    [
+      'google/gemini-3-pro-preview',
+      'none',
+      'cannot be none for google/gemini-3-pro-preview: the model cannot turn thinking off',
+    ],
+    ['google/gemini-2.5-flash', 'xhigh', 'must be none, minimal, low, medium or high for Gemini models'],
+  ] as const)(
+    '%s: reasoning_effort %s is a 400 naming it, before any payment; nothing is sent',
+    async (model, effort, message) => {
+      const admitted = h.gate.admitted.length;
+      const refused = await h.client.chat.completions
+        .create({ model, messages: [{ role: 'user', content: 'Hi' }], reasoning_effort: effort })
+        .catch((error: unknown) => error);
+      expect((refused as APIError).status).toBe(400);
+      expect((refused as APIError).error).toMatchObject({
+        code: 'validation_error',
+        field: 'reasoning_effort',
+        message: `reasoning_effort ${message}`,
+      });
+      expect(h.gemini.log).toEqual([]);
+      expect(h.gate.admitted).toHaveLength(admitted);
+    },
+  );
+
   test('json mode, stop, sampling and seed go to generationConfig; penalties are dropped (Gemini 2.5 refuses them)', async () => {
     h.gemini.script({ text: '{"ok":true}' });
     const answer = await h.client.chat.completions.create({

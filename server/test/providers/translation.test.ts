@@ -33,17 +33,22 @@ async function eventsOf(source: AsyncIterable<Uint8Array>) {
 }
 
 describe('image parts', () => {
+  const images = { provider: 'Test', mediaTypes: ['image/png', 'image/jpeg', 'image/svg+xml'] };
+
   test('a base64 data URL is inline data; an http(s) URL stays a URL', () => {
-    expect(imageSource('data:image/png;base64,AAAA', 'f')).toEqual({
+    expect(imageSource('data:image/png;base64,AAAA', 'f', images)).toEqual({
       kind: 'inline',
       mediaType: 'image/png',
       data: 'AAAA',
     });
-    expect(imageSource('https://x.test/a.png', 'f')).toEqual({ kind: 'url', url: 'https://x.test/a.png' });
+    expect(imageSource('https://x.test/a.png', 'f', images)).toEqual({
+      kind: 'url',
+      url: 'https://x.test/a.png',
+    });
   });
 
   test('a data URL without ;base64 is percent-decoded and re-encoded', () => {
-    const source = imageSource('data:image/svg+xml,%3Csvg%2F%3E', 'f');
+    const source = imageSource('data:image/svg+xml,%3Csvg%2F%3E', 'f', images);
     expect(source).toEqual({
       kind: 'inline',
       mediaType: 'image/svg+xml',
@@ -52,19 +57,19 @@ describe('image parts', () => {
   });
 
   test('a data URL without ;base64 stands for its bytes: %XX is one byte, a stray % is itself', () => {
-    const png = imageSource('data:image/png,%89PNG%0D%0A%1A%0A', 'f');
+    const png = imageSource('data:image/png,%89PNG%0D%0A%1A%0A', 'f', images);
     expect(png).toMatchObject({ kind: 'inline', mediaType: 'image/png' });
     expect([...Buffer.from((png as { data: string }).data, 'base64')]).toEqual([
       0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a,
     ]);
-    const stray = imageSource('data:image/svg+xml,100%25 %zz é', 'f') as { data: string };
+    const stray = imageSource('data:image/svg+xml,100%25 %zz é', 'f', images) as { data: string };
     expect(Buffer.from(stray.data, 'base64').toString('utf8')).toBe('100% %zz é');
   });
 
   test('the media type is lowercase, and image/jpg is image/jpeg', () => {
-    expect(imageSource('data:IMAGE/PNG;base64,AAAA', 'f')).toMatchObject({ mediaType: 'image/png' });
-    expect(imageSource('data:image/jpg;base64,AAAA', 'f')).toMatchObject({ mediaType: 'image/jpeg' });
-    expect(imageSource('data:image/png;BASE64,AAAA', 'f')).toMatchObject({ data: 'AAAA' });
+    expect(imageSource('data:IMAGE/PNG;base64,AAAA', 'f', images)).toMatchObject({ mediaType: 'image/png' });
+    expect(imageSource('data:image/jpg;base64,AAAA', 'f', images)).toMatchObject({ mediaType: 'image/jpeg' });
+    expect(imageSource('data:image/png;BASE64,AAAA', 'f', images)).toMatchObject({ data: 'AAAA' });
   });
 
   test('an image URL’s media type comes from its extension, JPEG when it has none', () => {
@@ -77,6 +82,7 @@ describe('image parts', () => {
     for (const url of [
       'ftp://x.test/a.png',
       'data:text/plain;base64,AAAA',
+      'data:image/gif;base64,AAAA',
       'data:;base64,AAAA',
       'cat.png',
       'https://',
@@ -84,7 +90,7 @@ describe('image parts', () => {
     ]) {
       const error = (() => {
         try {
-          imageSource(url, 'messages[0].content[1].image_url.url');
+          imageSource(url, 'messages[0].content[1].image_url.url', images);
         } catch (e) {
           return e;
         }
@@ -481,10 +487,10 @@ describe('the conversation as each provider takes it', () => {
     }
   });
 
-  test('Anthropic: stop sequences of whitespace only are dropped (Anthropic refuses them)', () => {
+  test('Anthropic: empty stop sequences are left out (Anthropic refuses them)', () => {
     const messages: ChatMessage[] = [{ role: 'user', content: 'q' }];
-    expect(anthropicOf(messages, { stop: ['\n', ' \t', 'END'] }).stop_sequences).toEqual(['END']);
-    expect(anthropicOf(messages, { stop: '\n\n' })).not.toHaveProperty('stop_sequences');
+    expect(anthropicOf(messages, { stop: ['', 'END'] }).stop_sequences).toEqual(['END']);
+    expect(anthropicOf(messages, { stop: '' })).not.toHaveProperty('stop_sequences');
   });
 });
 
