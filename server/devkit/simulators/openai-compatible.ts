@@ -1,4 +1,8 @@
-/** A minimal OpenAI-compatible upstream (POST /v1/chat/completions), as vLLM or OpenRouter answer. */
+/**
+ * A minimal OpenAI-compatible upstream (POST /v1/chat/completions), as vLLM or OpenRouter answer.
+ * Asked for `logprobs`, it gives each piece of the answer as one token, with `top_logprobs`
+ * alternatives.
+ */
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   echoReply,
@@ -28,6 +32,8 @@ export interface OpenAIWireUsage {
 export type OpenAIReply = ScriptedReply<OpenAIFinishReason, OpenAIWireUsage> & {
   /** Answer without any usage, streamed or not (servers that ignore `stream_options.include_usage`). */
   unmetered?: boolean;
+  /** A refusal instead of the answer (Structured Outputs), streamed piece by piece as `text` is. */
+  refusal?: string | string[];
 };
 export type OpenAIStep = ScriptStep<OpenAIReply>;
 
@@ -110,6 +116,9 @@ function answerOf(body: any, reply: OpenAIReply) {
     model: body.model,
     pieces: piecesOf(reply.text),
     text,
+    refusalPieces: piecesOf(reply.refusal),
+    /** How many alternatives each token's log probability comes with, when they were asked for. */
+    topLogprobs: body.logprobs === true ? Number(body.top_logprobs ?? 0) : undefined,
     toolCalls,
     finishReason: reply.stop ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'),
     usage: {
@@ -142,11 +151,14 @@ function completion(answer: Answer) {
         index: 0,
         message: {
           role: 'assistant',
-          content: answer.text === '' && answer.toolCalls.length > 0 ? null : answer.text,
+          content:
+            answer.text === '' && (answer.toolCalls.length > 0 || answer.refusalPieces.length > 0)
+              ? null
+              : answer.text,
           ...(answer.toolCalls.length > 0 && { tool_calls: answer.toolCalls }),
-          refusal: null,
+          refusal: answer.refusalPieces.length > 0 ? answer.refusalPieces.join('') : null,
         },
-        logprobs: null,
+        logprobs: logprobsOf(answer, answer.pieces, answer.refusalPieces),
         finish_reason: answer.finishReason,
       },
     ],
@@ -159,17 +171,21 @@ function frame(data: unknown): string {
 }
 
 function streamFrames(answer: Answer, includeUsage: boolean): string[] {
-  const chunk = (delta: unknown, finishReason: string | null = null) =>
+  const chunk = (delta: unknown, finishReason: string | null = null, logprobs: unknown = null) =>
     frame({
       id: answer.id,
       object: 'chat.completion.chunk',
       created: answer.created,
       model: answer.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+      choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }],
       ...(includeUsage && { usage: null }),
     });
-  const frames = [chunk({ role: 'assistant', content: '', refusal: null })];
-  for (const piece of answer.pieces) if (piece !== '') frames.push(chunk({ content: piece }));
+  // As OpenAI: asked for log probabilities, the role chunk has empty lists of them.
+  const frames = [chunk({ role: 'assistant', content: '', refusal: null }, null, logprobsOf(answer, [], []))];
+  for (const piece of answer.pieces)
+    if (piece !== '') frames.push(chunk({ content: piece }, null, logprobsOf(answer, [piece], [])));
+  for (const piece of answer.refusalPieces)
+    frames.push(chunk({ refusal: piece }, null, logprobsOf(answer, [], [piece])));
   answer.toolCalls.forEach((call, index) => {
     frames.push(
       chunk({
@@ -194,6 +210,24 @@ function streamFrames(answer: Answer, includeUsage: boolean): string[] {
     );
   frames.push('data: [DONE]\n\n');
   return frames;
+}
+
+/** The log probabilities of `content` and `refusal` pieces (one token each), if they were asked for. */
+function logprobsOf(answer: Answer, content: string[], refusal: string[]) {
+  const top = answer.topLogprobs;
+  if (top === undefined) return null;
+  const tokens = (pieces: string[]) =>
+    pieces.map((token) => ({
+      ...tokenLogprob(token, -0.5),
+      top_logprobs: Array.from({ length: top }, (_, k) =>
+        k === 0 ? tokenLogprob(token, -0.5) : tokenLogprob(`alt${k}`, -0.5 - k),
+      ),
+    }));
+  return { content: tokens(content), refusal: refusal.length > 0 ? tokens(refusal) : null };
+}
+
+function tokenLogprob(token: string, logprob: number) {
+  return { token, logprob, bytes: [...Buffer.from(token)] };
 }
 
 function textOf(content: unknown): string {

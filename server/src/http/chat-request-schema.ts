@@ -182,7 +182,8 @@ export const chatRequestSchema = {
     parallel_tool_calls: nullable({ type: 'boolean' }),
     seed: nullable({ type: 'integer' }),
     user: nullable({ type: 'string' }),
-    // Passed to OpenAI-compatible upstreams only (ignored by the other families).
+    // Passed to OpenAI-compatible upstreams; a thinking budget for Gemini (see providers/gemini.ts);
+    // ignored for Anthropic, whose extended thinking (off by default) the gateway never turns on.
     reasoning_effort: nullable({
       type: 'string',
       enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'],
@@ -193,6 +194,9 @@ export const chatRequestSchema = {
       propertyNames: { pattern: '^[0-9]+$', description: 'must be keyed by token ids (digits)' },
       additionalProperties: { type: 'number', minimum: -100, maximum: 100 },
     }),
+    // OpenAI-compatible upstreams give them; the other families refuse a request for them.
+    logprobs: nullable({ type: 'boolean' }),
+    top_logprobs: nullable({ type: 'integer', minimum: 0, maximum: 20 }),
     prompt_cache_key: nullable({ type: 'string' }),
     safety_identifier: nullable({ type: 'string' }),
   },

@@ -2,7 +2,8 @@
  * Any OpenAI-compatible upstream (OpenAI, OpenRouter, vLLM, Ollama...): the request passes through
  * with the model renamed to the provider's id, and `developer` messages sent as `system` (what
  * OpenAI takes as the same, and servers that predate the role understand); streams ask for usage
- * in their last chunk. The
+ * in their last chunk. A refusal (Structured Outputs) and log probabilities come back as the
+ * upstream gave them. The
  * upstream's base URL is the one OpenAI SDKs take (`https://api.openai.com/v1`,
  * `https://openrouter.ai/api/v1`): the path `/chat/completions` is appended to it.
  */
@@ -10,6 +11,7 @@ import type { CatalogModel, TokenLimitField } from '../catalog/catalog.js';
 import type {
   ChatMessage,
   ChatRequest,
+  ChoiceLogprobs,
   ContentPart,
   FinishReason,
   ToolCall,
@@ -30,16 +32,18 @@ export interface OpenAIWireUsage {
 
 interface WireCompletion {
   choices: Array<{
-    message: { content?: string | null; tool_calls?: ToolCall[] | null };
+    message: { content?: string | null; refusal?: string | null; tool_calls?: ToolCall[] | null };
     finish_reason: string | null;
+    logprobs?: ChoiceLogprobs | null;
   }>;
   usage?: OpenAIWireUsage | null;
 }
 
 interface WireChunk {
   choices?: Array<{
-    delta?: { content?: string | null; tool_calls?: ToolCallDelta[] | null };
+    delta?: { content?: string | null; refusal?: string | null; tool_calls?: ToolCallDelta[] | null };
     finish_reason?: string | null;
+    logprobs?: ChoiceLogprobs | null;
   }>;
   usage?: OpenAIWireUsage | null;
   error?: { message?: string; code?: unknown };
@@ -58,6 +62,7 @@ export function openAICompatibleFamily(
     }),
     completion: (body) => openAICompletion(body as WireCompletion),
     streamDecoder: () => new OpenAIStreamDecoder(),
+    logprobs: true,
   };
 }
 
@@ -95,7 +100,8 @@ export function upstreamRequestBody(
  * know may change what the provider charges (`service_tier`, `web_search_options`, audio
  * `modalities`, a router's fallback `models`, a part's `cache_control`) while the payer is billed
  * the catalog's price for the tokens. Those it forwards change only which tokens are generated,
- * all counted in the usage (a lower `reasoning_effort` saves the payer reasoning tokens).
+ * all counted in the usage (a lower `reasoning_effort` saves the payer reasoning tokens), or what
+ * the answer tells of them (`logprobs`).
  */
 const FORWARDED_FIELDS = [
   'temperature',
@@ -114,6 +120,8 @@ const FORWARDED_FIELDS = [
   'reasoning_effort',
   'verbosity',
   'logit_bias',
+  'logprobs',
+  'top_logprobs',
   'prompt_cache_key',
   'safety_identifier',
 ] as const satisfies ReadonlyArray<keyof ChatRequest>;
@@ -160,11 +168,15 @@ function knownPartFields(part: ContentPart): ContentPart {
 function openAICompletion(body: WireCompletion): ProviderCompletion {
   const choice = body.choices[0];
   const toolCalls = choice?.message.tool_calls ?? [];
+  const refusal = choice?.message.refusal;
   return {
-    content: choice?.message.content ?? (toolCalls.length > 0 ? null : ''),
+    // No content is null beside tool calls or a refusal, as OpenAI answers; an empty answer otherwise.
+    content: choice?.message.content ?? (toolCalls.length > 0 || refusal ? null : ''),
+    ...(refusal && { refusal }),
     toolCalls,
     finishReason: openAIFinishReason(choice?.finish_reason),
     usage: openAIUsage(body.usage),
+    ...(choice?.logprobs && { logprobs: choice.logprobs }),
   };
 }
 
@@ -225,10 +237,16 @@ class OpenAIStreamDecoder implements StreamDecoder {
     }
     const parts: StreamPart[] = [];
     const choice = chunk.choices?.[0];
-    const content = choice?.delta?.content;
-    const toolCalls = choice?.delta?.tool_calls;
-    if (content || toolCalls?.length)
-      parts.push({ type: 'delta', ...(content && { content }), ...(toolCalls?.length && { toolCalls }) });
+    const { content, refusal, tool_calls: toolCalls } = choice?.delta ?? {};
+    const logprobs = tokenLogprobs(choice?.logprobs);
+    if (content || refusal || toolCalls?.length || logprobs)
+      parts.push({
+        type: 'delta',
+        ...(content && { content }),
+        ...(refusal && { refusal }),
+        ...(toolCalls?.length && { toolCalls }),
+        ...(logprobs && { logprobs }),
+      });
     if (choice?.finish_reason && this.finishReason === undefined)
       this.finishReason = openAIFinishReason(choice.finish_reason);
     return parts;
@@ -239,4 +257,9 @@ class OpenAIStreamDecoder implements StreamDecoder {
     this.metered.exact = this.reported;
     return [{ type: 'finish', finishReason: this.finishReason ?? 'stop' }];
   }
+}
+
+/** A chunk's log probabilities if they are of some tokens: a role chunk's empty lists make no delta. */
+function tokenLogprobs(logprobs: ChoiceLogprobs | null | undefined): ChoiceLogprobs | undefined {
+  return logprobs?.content?.length || logprobs?.refusal?.length ? logprobs : undefined;
 }

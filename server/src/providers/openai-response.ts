@@ -29,10 +29,10 @@ export function chatCompletion(
           role: 'assistant',
           content: completion.content,
           ...(completion.toolCalls.length > 0 && { tool_calls: completion.toolCalls }),
-          refusal: null,
+          refusal: completion.refusal ?? null,
         },
         finish_reason: completion.finishReason,
-        logprobs: null,
+        logprobs: completion.logprobs ?? null,
       },
     ],
     usage: toOpenAIUsage(completion.usage, cost),
@@ -56,12 +56,13 @@ export function streamChunks(identity: AnswerIdentity): StreamChunks {
   const head =
     `{"id":${JSON.stringify(identity.id)},"object":"chat.completion.chunk",` +
     `"created":${identity.created},"model":${JSON.stringify(identity.model)},"choices":`;
-  const choice = (delta: string, finishReason: string) =>
-    `${head}[{"index":0,"delta":${delta},"finish_reason":${finishReason},"logprobs":null}]}`;
+  const choice = (delta: string, finishReason: string, logprobs = 'null') =>
+    `${head}[{"index":0,"delta":${delta},"finish_reason":${finishReason},"logprobs":${logprobs}}]}`;
   return {
     opening: () => choice('{"role":"assistant","content":""}', 'null'),
     part: (part, stated) => {
-      if (part.type !== 'finish') return choice(JSON.stringify(deltaOf(part)), 'null');
+      if (part.type !== 'finish')
+        return choice(JSON.stringify(deltaOf(part)), 'null', JSON.stringify(part.logprobs ?? null));
       const finish = choice('{}', JSON.stringify(part.finishReason));
       return stated
         ? `${finish.slice(0, -1)},"usage":${JSON.stringify(toOpenAIUsage(stated.usage, stated.cost))}}`
@@ -74,6 +75,7 @@ export function streamChunks(identity: AnswerIdentity): StreamChunks {
 function deltaOf(part: Extract<StreamPart, { type: 'delta' }>): ChunkDelta {
   const delta: ChunkDelta = {};
   if (part.content !== undefined) delta.content = part.content;
+  if (part.refusal !== undefined) delta.refusal = part.refusal;
   if (part.toolCalls !== undefined) delta.tool_calls = part.toolCalls;
   return delta;
 }

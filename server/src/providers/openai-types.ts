@@ -87,9 +87,28 @@ export interface ChatRequest {
   logit_bias?: Record<string, number> | null;
   prompt_cache_key?: string | null;
   safety_identifier?: string | null;
+  /** Token log probabilities, which only OpenAI-compatible upstreams give. */
+  logprobs?: boolean | null;
+  top_logprobs?: number | null;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter';
+
+export interface TopLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[] | null;
+}
+
+export interface TokenLogprob extends TopLogprob {
+  top_logprobs: TopLogprob[];
+}
+
+/** A choice's log probabilities, of its content's tokens or of its refusal's. */
+export interface ChoiceLogprobs {
+  content: TokenLogprob[] | null;
+  refusal: TokenLogprob[] | null;
+}
 
 export interface ChatCompletionUsage {
   prompt_tokens: number;
@@ -108,9 +127,9 @@ export interface ChatCompletion {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[]; refusal?: null };
+    message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[]; refusal: string | null };
     finish_reason: FinishReason;
-    logprobs: null;
+    logprobs: ChoiceLogprobs | null;
   }>;
   usage: ChatCompletionUsage;
 }
@@ -126,6 +145,7 @@ export interface ToolCallDelta {
 export interface ChunkDelta {
   role?: 'assistant';
   content?: string;
+  refusal?: string;
   tool_calls?: ToolCallDelta[];
 }
 
@@ -134,6 +154,11 @@ export interface ChatCompletionChunk {
   object: 'chat.completion.chunk';
   created: number;
   model: string;
-  choices: Array<{ index: number; delta: ChunkDelta; finish_reason: FinishReason | null; logprobs: null }>;
+  choices: Array<{
+    index: number;
+    delta: ChunkDelta;
+    finish_reason: FinishReason | null;
+    logprobs: ChoiceLogprobs | null;
+  }>;
   usage?: ChatCompletionUsage | null;
 }

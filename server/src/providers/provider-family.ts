@@ -1,3 +1,4 @@
+import type { ChatRequest } from './openai-types.js';
 import { type EventSourceMessage, serverSentEvents } from './sse.js';
 import {
   type MeteredUsage,
@@ -7,6 +8,7 @@ import {
   ProviderError,
   type ProviderStream,
   type StreamPart,
+  UntranslatableRequestError,
 } from './types.js';
 import type { Upstream, UpstreamRequest } from './upstream.js';
 
@@ -36,6 +38,8 @@ export interface ProviderFamily {
   request(call: ProviderCall, stream: boolean): ProviderRequest;
   completion(body: unknown): ProviderCompletion;
   streamDecoder(): StreamDecoder;
+  /** Whether the provider gives token log probabilities; a request for them to one that does not is refused. */
+  logprobs?: boolean;
 }
 
 export function familyAdapter(name: string, family: ProviderFamily, upstream: Upstream): ProviderAdapter {
@@ -47,9 +51,15 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
     });
   };
 
+  /** The request for the upstream, or UntranslatableRequestError for one this family cannot answer. */
+  const translate = (call: ProviderCall, stream: boolean): ProviderRequest => {
+    if (!family.logprobs) refuseLogprobs(call.request, name);
+    return family.request(call, stream);
+  };
+
   return {
     prepareCompletion(call) {
-      const request = { ...family.request(call, false), whole: true };
+      const request = { ...translate(call, false), whole: true };
       return async () => {
         const body = await upstream.post(request);
         try {
@@ -61,7 +71,7 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
     },
 
     prepareStream(call) {
-      const request = family.request(call, true);
+      const request = translate(call, true);
       return () => streamOf(request);
     },
   };
@@ -86,6 +96,14 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
     const stream: ProviderStream = { usage: () => decoder.usage(), [Symbol.asyncIterator]: parts };
     return stream;
   }
+}
+
+/** Answered without them, a request for log probabilities would get `logprobs: null` and not know why. */
+function refuseLogprobs(request: ChatRequest, provider: string): void {
+  const none = `${provider} models give no log probabilities`;
+  if (request.logprobs) throw new UntranslatableRequestError('logprobs', `must be false or absent: ${none}`);
+  if (request.top_logprobs)
+    throw new UntranslatableRequestError('top_logprobs', `must be 0 or absent: ${none}`);
 }
 
 /** The parts of the events, in order, up to the first event that fails to decode (and its error). */

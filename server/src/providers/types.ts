@@ -1,5 +1,5 @@
 import type { CatalogModel } from '../catalog/catalog.js';
-import type { ChatRequest, FinishReason, ToolCall, ToolCallDelta } from './openai-types.js';
+import type { ChatRequest, ChoiceLogprobs, FinishReason, ToolCall, ToolCallDelta } from './openai-types.js';
 
 /**
  * Tokens a request consumed, in disjoint buckets so that cost is a plain sum of bucket x price.
@@ -31,14 +31,25 @@ export interface ProviderCall {
 /** A provider's answer in gateway terms; the chat service adds id, created, model and cost. */
 export interface ProviderCompletion {
   content: string | null;
+  /** The model's refusal to answer (OpenAI's Structured Outputs), which a client tells from an empty answer. */
+  refusal?: string;
   toolCalls: ToolCall[];
   finishReason: FinishReason;
   usage: MeteredUsage;
+  /** Given by the providers that can, when asked for. */
+  logprobs?: ChoiceLogprobs;
 }
 
 /** Pieces of a streamed answer, in order; `finish` comes once, after the last delta. */
 export type StreamPart =
-  | { type: 'delta'; content?: string; toolCalls?: ToolCallDelta[] }
+  | {
+      type: 'delta';
+      content?: string;
+      refusal?: string;
+      toolCalls?: ToolCallDelta[];
+      /** Those of this delta's tokens. */
+      logprobs?: ChoiceLogprobs;
+    }
   | { type: 'finish'; finishReason: FinishReason };
 
 /**

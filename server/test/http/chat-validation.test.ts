@@ -66,6 +66,8 @@ describe('accepted just inside each bound', () => {
     ['max_completion_tokens 1', withUser({ max_completion_tokens: 1 })],
     ['max_completion_tokens at the model maximum', withUser({ max_completion_tokens: 64_000 })],
     ['top_k 1', withUser({ top_k: 1 })],
+    ['logprobs with top_logprobs 0', withUser({ logprobs: true, top_logprobs: 0 })],
+    ['logprobs with top_logprobs 20', withUser({ logprobs: true, top_logprobs: 20 })],
     ['n 1', withUser({ n: 1 })],
     ['stop as a string', withUser({ stop: '\n' })],
     ['stop as 4 strings', withUser({ stop: ['a', 'b', 'c', 'd'] })],
@@ -147,7 +149,7 @@ describe('accepted just inside each bound', () => {
     [
       'unknown extra fields, top level and in messages',
       withUser({
-        logprobs: false,
+        store: false,
         metadata: { tag: 'x' },
         messages: [{ ...user, name: 'alice', cache_control: { type: 'ephemeral' } }],
       }),
@@ -178,8 +180,8 @@ describe('accepted just inside each bound', () => {
   });
 
   test('unknown fields reach the handler untouched (ignored, not stripped or refused)', async () => {
-    const res = await post(withUser({ logprobs: false, metadata: { tag: 'x' } }));
-    expect(res.body.request).toMatchObject({ logprobs: false, metadata: { tag: 'x' } });
+    const res = await post(withUser({ store: false, metadata: { tag: 'x' } }));
+    expect(res.body.request).toMatchObject({ store: false, metadata: { tag: 'x' } });
   });
 });
 
@@ -208,6 +210,10 @@ describe('refused just outside each bound, naming the field', () => {
     ],
     ['top_k 0', withUser({ top_k: 0 }), 'top_k'],
     ['top_k fractional', withUser({ top_k: 2.5 }), 'top_k'],
+    ['logprobs as a string', withUser({ logprobs: 'true' }), 'logprobs'],
+    ['top_logprobs below 0', withUser({ logprobs: true, top_logprobs: -1 }), 'top_logprobs'],
+    ['top_logprobs above 20', withUser({ logprobs: true, top_logprobs: 21 }), 'top_logprobs'],
+    ['top_logprobs fractional', withUser({ logprobs: true, top_logprobs: 1.5 }), 'top_logprobs'],
     ['n 0', withUser({ n: 0 }), 'n'],
     ['n 2', withUser({ n: 2 }), 'n'],
     ['stop with 5 strings', withUser({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'stop'],

@@ -261,3 +261,105 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
     expect(h.recorder.entries).toHaveLength(0);
   });
 });
+
+describe('a refusal (Structured Outputs) from an OpenAI-compatible upstream', () => {
+  const refusal = "I'm sorry, I can't help with that.";
+  const request = {
+    model: MODEL,
+    messages: [{ role: 'user' as const, content: 'Oslo?' }],
+    response_format: { type: 'json_schema' as const, json_schema: weatherReport },
+  };
+
+  test("reaches the client as message.refusal with content null, which the openai client's parse() tells from an empty answer", async () => {
+    h.local.script({ refusal });
+    const answer = await h.client.chat.completions.parse(request);
+    expect(answer.choices[0]!.message).toMatchObject({ content: null, refusal, parsed: null });
+    expect(h.local.log.at(-1)!.body.response_format).toEqual(request.response_format);
+  });
+
+  test("streamed, reaches the client as delta.refusal, which the openai client's stream() gathers into message.refusal", async () => {
+    h.local.script({ refusal: ["I'm sorry, ", "I can't help with that."] });
+    const stream = h.client.chat.completions.stream(request);
+    const chunks = await collect(stream);
+    expect(chunks.map((chunk) => chunk.choices[0]?.delta.refusal ?? '').join('')).toBe(refusal);
+    const final = await stream.finalChatCompletion();
+    expect(final.choices[0]!.message).toMatchObject({ refusal, parsed: null });
+    expect(h.local.log.at(-1)!.body).toMatchObject({
+      stream: true,
+      response_format: request.response_format,
+    });
+  });
+});
+
+describe('log probabilities', () => {
+  /** The simulator's log probabilities of a token with two alternatives. */
+  const token = (text: string) => {
+    const bytes = (t: string) => [...Buffer.from(t)];
+    return {
+      token: text,
+      logprob: -0.5,
+      bytes: bytes(text),
+      top_logprobs: [
+        { token: text, logprob: -0.5, bytes: bytes(text) },
+        { token: 'alt1', logprob: -1.5, bytes: bytes('alt1') },
+      ],
+    };
+  };
+  const asked = {
+    model: MODEL,
+    messages: [{ role: 'user' as const, content: 'Salut' }],
+    logprobs: true,
+    top_logprobs: 2,
+  };
+
+  test('asked of an OpenAI-compatible upstream, go to it and come back as it gave them', async () => {
+    h.local.script({ text: ['Bon', 'jour.'] });
+    const answer = await h.client.chat.completions.create(asked);
+    expect(h.local.log.at(-1)!.body).toMatchObject({ logprobs: true, top_logprobs: 2 });
+    expect(answer.choices[0]!.logprobs).toEqual({ content: [token('Bon'), token('jour.')], refusal: null });
+  });
+
+  test('streamed, come back in the chunk of each delta', async () => {
+    h.local.script({ text: ['Bon', 'jour.'] });
+    const chunks = await collect(await h.client.chat.completions.create({ ...asked, stream: true }));
+    expect(h.local.log.at(-1)!.body).toMatchObject({ logprobs: true, top_logprobs: 2 });
+    const withLogprobs = chunks.filter((chunk) => chunk.choices[0]?.logprobs != null);
+    expect(withLogprobs.map((chunk) => chunk.choices[0]!.delta.content)).toEqual(['Bon', 'jour.']);
+    expect(withLogprobs.flatMap((chunk) => chunk.choices[0]!.logprobs!.content)).toEqual([
+      token('Bon'),
+      token('jour.'),
+    ]);
+  });
+
+  test.each([
+    ['anthropic/claude-sonnet-4.5', { logprobs: true }, false, 'logprobs'],
+    ['anthropic/claude-sonnet-4.5', { logprobs: false, top_logprobs: 3 }, true, 'top_logprobs'],
+    ['google/gemini-2.5-flash', { logprobs: true, top_logprobs: 3 }, true, 'logprobs'],
+    ['google/gemini-2.5-flash', { top_logprobs: 1 }, false, 'top_logprobs'],
+  ])(
+    'asked of %s (%j, stream: %s), which gives none: a 400 naming %s, before anything is sent or billed',
+    async (model, fields, stream, field) => {
+      h.anthropic.log.length = 0;
+      h.gemini.log.length = 0;
+      const request = { model, messages: [{ role: 'user', content: 'Hi' }], stream, ...fields };
+      const error = await h.client.chat.completions
+        .create(request as unknown as ChatCompletionCreateParamsNonStreaming)
+        .catch((e: unknown) => e);
+      expect(error).toMatchObject({ status: 400, error: { code: 'validation_error', field } });
+      expect([...h.anthropic.log, ...h.gemini.log]).toEqual([]);
+      expect(h.recorder.entries).toEqual([]);
+    },
+  );
+
+  test('not asked for (false, 0) of a family that gives none: answered', async () => {
+    for (const model of ['anthropic/claude-sonnet-4.5', 'google/gemini-2.5-flash']) {
+      const answer = await h.client.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: 'Hi' }],
+        logprobs: false,
+        top_logprobs: 0,
+      });
+      expect(answer.choices[0]!.logprobs).toBeNull();
+    }
+  });
+});

@@ -34,9 +34,21 @@ test('a delta carries only what it has: content, tool calls, or both', () => {
     [{ type: 'delta', content: 'Hel"lo\n\u0000' }, choice({ content: 'Hel"lo\n\u0000' }, null)],
     [{ type: 'delta', toolCalls }, choice({ tool_calls: toolCalls }, null)],
     [{ type: 'delta', content: '', toolCalls }, choice({ content: '', tool_calls: toolCalls }, null)],
+    [{ type: 'delta', refusal: "I can't." }, choice({ refusal: "I can't." }, null)],
     [{ type: 'delta' }, choice({}, null)],
   ];
   for (const [part, expected] of cases) expect(JSON.parse(chunks.part(part))).toStrictEqual(expected);
+});
+
+test("a delta's log probabilities are its chunk's", () => {
+  const logprobs = {
+    content: [{ token: 'Hi', logprob: -0.1, bytes: [72, 105], top_logprobs: [] }],
+    refusal: null,
+  };
+  expect(JSON.parse(chunks.part({ type: 'delta', content: 'Hi', logprobs }))).toStrictEqual({
+    ...shared,
+    choices: [{ index: 0, delta: { content: 'Hi' }, finish_reason: null, logprobs }],
+  });
 });
 
 test('the finish chunk has an empty delta and the reason', () => {
