@@ -1,4 +1,5 @@
 import type { Catalog, CatalogModel } from '../catalog/catalog.js';
+import { MAX_FORWARDED_NESTING, nestingExceeds } from '../providers/nesting.js';
 import type { ChatMessage, ChatRequest } from '../providers/openai-types.js';
 import { ApiError, validationError } from './errors.js';
 
@@ -16,6 +17,7 @@ export function resolveChatRequest(
   checkToolResults(request.messages);
   checkTools(request);
   checkResponseFormat(request);
+  checkNesting(request);
   const modelId = request.model ?? defaultModel;
   const model = catalog.find(modelId);
   if (!model) {
@@ -72,20 +74,13 @@ function checkToolResults(messages: ChatMessage[]): void {
   });
 }
 
-/**
- * Tool parameters and a response format's schema are forwarded as given: nesting deep enough to
- * overflow the serializer's stack would fail the upstream call, so it is refused here (no real JSON
- * Schema nests this deep).
- */
-const MAX_PARAMETERS_DEPTH = 64;
-
 function checkTools(request: ChatRequest): void {
   const names = new Set<string>();
   request.tools?.forEach((tool, i) => {
-    if (nestingExceeds(tool.function.parameters, MAX_PARAMETERS_DEPTH))
+    if (nestingExceeds(tool.function.parameters, MAX_FORWARDED_NESTING))
       throw validationError(
         `tools[${i}].function.parameters`,
-        `must nest at most ${MAX_PARAMETERS_DEPTH} levels deep`,
+        `must nest at most ${MAX_FORWARDED_NESTING} levels deep`,
       );
     if (names.has(tool.function.name))
       throw validationError(`tools[${i}].function.name`, `"${tool.function.name}" is defined twice`);
@@ -100,21 +95,23 @@ function checkTools(request: ChatRequest): void {
 
 function checkResponseFormat(request: ChatRequest): void {
   const format = request.response_format;
-  if (format?.type === 'json_schema' && nestingExceeds(format.json_schema.schema, MAX_PARAMETERS_DEPTH))
+  if (format?.type === 'json_schema' && nestingExceeds(format.json_schema.schema, MAX_FORWARDED_NESTING))
     throw validationError(
       'response_format.json_schema.schema',
-      `must nest at most ${MAX_PARAMETERS_DEPTH} levels deep`,
+      `must nest at most ${MAX_FORWARDED_NESTING} levels deep`,
     );
 }
 
-/** Whether `value` nests deeper than `limit` arrays/objects; iterative, so any depth is safe to check. */
-function nestingExceeds(value: unknown, limit: number): boolean {
-  const pending: Array<[unknown, number]> = [[value, 0]];
-  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    const [item, depth] = next;
-    if (item === null || typeof item !== 'object') continue;
-    if (depth >= limit) return true;
-    for (const child of Object.values(item)) pending.push([child, depth + 1]);
-  }
-  return false;
+/**
+ * Any other part of the request forwarded as given (a response format's or tool choice's other
+ * keys, a tool call's `extra_content`, ...) may not nest deeper either: named by its top-level field.
+ * The fields the gateway itself reads nest a few levels above what they carry.
+ */
+function checkNesting(request: ChatRequest): void {
+  for (const [field, value] of Object.entries(request))
+    if (nestingExceeds(value, MAX_FORWARDED_NESTING + FIELD_LEVELS))
+      throw validationError(field, `must nest at most ${MAX_FORWARDED_NESTING} levels deep`);
 }
+
+/** `messages[i].tool_calls[j].extra_content`: the deepest place the gateway forwards a client's JSON. */
+const FIELD_LEVELS = 4;

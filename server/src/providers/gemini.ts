@@ -44,6 +44,7 @@ import {
   textOf,
   toolArguments,
 } from './message-parts.js';
+import { nestingExceeds } from './nesting.js';
 import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
 import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
@@ -264,10 +265,14 @@ function contentParts(message: ChatMessage, at: string): GeminiPart[] {
   });
 }
 
-/** Gemini wants a JSON object: a tool's JSON object answer as is, anything else under `output`. */
+/**
+ * Gemini wants a JSON object: a tool's JSON object answer as is, anything else under `output` (as
+ * text when it is not JSON, or nests too deep to forward).
+ */
 function functionResponse(text: string): Record<string, unknown> {
   try {
     const value: unknown = JSON.parse(text);
+    if (nestingExceeds(value)) return { output: text };
     if (typeof value === 'object' && value !== null && !Array.isArray(value))
       return value as Record<string, unknown>;
     return { output: value };

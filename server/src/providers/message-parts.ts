@@ -1,5 +1,6 @@
 /** Pieces of OpenAI messages that every provider family translates the same way. */
 import { randomUUID } from 'node:crypto';
+import { MAX_FORWARDED_NESTING, nestingExceeds } from './nesting.js';
 import type { ChatMessage, ContentPart } from './openai-types.js';
 import { UntranslatableRequestError } from './types.js';
 
@@ -113,5 +114,7 @@ export function toolArguments(text: string, field: string): Record<string, unkno
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw new UntranslatableRequestError(field, 'must be a JSON object (as a string)');
+  if (nestingExceeds(value))
+    throw new UntranslatableRequestError(field, `must nest at most ${MAX_FORWARDED_NESTING} levels deep`);
   return value as Record<string, unknown>;
 }

@@ -92,6 +92,16 @@ describe('accepted just inside each bound', () => {
       withUser({ response_format: withJsonSchema({ schema: nested(64) }) }),
     ],
     [
+      'a tool call whose extra_content nests 64 levels deep',
+      withUser({
+        messages: [
+          user,
+          { role: 'assistant', content: null, tool_calls: [{ ...call, extra_content: nested(64) }] },
+          { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+        ],
+      }),
+    ],
+    [
       "OpenAI's reasoning and caching fields",
       withUser({
         reasoning_effort: 'minimal',
@@ -278,6 +288,21 @@ describe('refused just outside each bound, naming the field', () => {
       'response_format json_schema nested more than 64 levels deep',
       withUser({ response_format: withJsonSchema({ schema: nested(65) }) }),
       'response_format.json_schema.schema',
+    ],
+    [
+      'response_format with another key nested more than 64 levels deep',
+      withUser({ response_format: { type: 'json_object', x: nested(70) } }),
+      'response_format',
+    ],
+    [
+      'a tool call whose extra_content nests more than 64 levels deep',
+      withUser({
+        messages: [
+          user,
+          { role: 'assistant', content: null, tool_calls: [{ ...call, extra_content: nested(66) }] },
+        ],
+      }),
+      'messages',
     ],
     ['response_format without type', withUser({ response_format: {} }), 'response_format.type'],
     ['response_format as a string', withUser({ response_format: 'json' }), 'response_format'],

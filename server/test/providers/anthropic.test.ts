@@ -421,6 +421,41 @@ describe('Anthropic behind /v1/chat/completions', () => {
     },
   );
 
+  test('tool call arguments nesting deeper than the gateway forwards are a 400 naming them, before any payment; nothing reaches Anthropic', async () => {
+    const admitted = h.gate.admitted.length;
+    const depth = 1_000;
+    const error = await h.client.chat.completions
+      .create({
+        model: MODEL,
+        messages: [
+          { role: 'user', content: 'Weather?' },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [
+              {
+                id: 'call_1',
+                type: 'function',
+                function: { name: 'weather', arguments: `{"a":${'['.repeat(depth)}${']'.repeat(depth)}}` },
+              },
+            ],
+          },
+          { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+        ],
+      })
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      status: 400,
+      error: {
+        code: 'validation_error',
+        field: 'messages[1].tool_calls[0].function.arguments',
+        message: 'messages[1].tool_calls[0].function.arguments must nest at most 64 levels deep',
+      },
+    });
+    expect(h.anthropic.log).toHaveLength(0);
+    expect(h.gate.admitted).toHaveLength(admitted);
+  });
+
   test('a final assistant turn (a prefill) goes without trailing whitespace, which Anthropic refuses; earlier turns keep theirs', async () => {
     await h.client.chat.completions.create({
       model: MODEL,

@@ -118,6 +118,9 @@ describe('Gemini behind /v1/chat/completions', () => {
     });
   });
 
+  /** A tool's answer nesting deeper than the gateway forwards as JSON (64 levels). */
+  const DEEP_RESULT = `{"a":${'['.repeat(1_000)}${']'.repeat(1_000)}}`;
+
   test('tools: functionCall gets a generated id; the result goes back as functionResponse by name', async () => {
     h.gemini.script({ toolCalls: [{ name: 'get_weather', arguments: { city: 'Paris' } }] });
     const first = await h.client.chat.completions.create({
@@ -156,6 +159,7 @@ describe('Gemini behind /v1/chat/completions', () => {
         choice.message as OpenAI.Chat.Completions.ChatCompletionAssistantMessageParam,
         { role: 'tool', tool_call_id: call.id, content: '{"temp":21}' },
         { role: 'tool', tool_call_id: call.id, content: 'plain words' },
+        { role: 'tool', tool_call_id: call.id, content: DEEP_RESULT },
       ],
       tools: [weatherTool],
       tool_choice: { type: 'function', function: { name: 'get_weather' } },
@@ -169,6 +173,8 @@ describe('Gemini behind /v1/chat/completions', () => {
         parts: [
           { functionResponse: { name: 'get_weather', response: { temp: 21 } } },
           { functionResponse: { name: 'get_weather', response: { output: 'plain words' } } },
+          // Too deep to forward as JSON: forwarded as the text it is.
+          { functionResponse: { name: 'get_weather', response: { output: DEEP_RESULT } } },
         ],
       },
     ]);
