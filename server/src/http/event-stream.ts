@@ -138,7 +138,6 @@ export function openEventStream(
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       'x-accel-buffering': 'no',
-      connection: 'keep-alive',
     })
     .send(body);
   let ended = false;

@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { JSON_MODE_INSTRUCTION } from '../../src/providers/message-parts.js';
@@ -147,6 +148,24 @@ describe('Anthropic behind /v1/chat/completions', () => {
     });
     expect((last.usage as unknown as { cost: unknown }).cost).toEqual(statedCost(h.recorder.entries[0]!));
     expect(lastSent().body.stream).toBe(true);
+  });
+
+  test('a stream on a connection the client asked to close says connection: close', async () => {
+    h.anthropic.script({ text: ['a'] });
+    const headers = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      const sent = request(
+        `${h.url}/v1/chat/completions`,
+        { method: 'POST', headers: { 'content-type': 'application/json', connection: 'close' } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.headers));
+        },
+      );
+      sent.on('error', reject);
+      sent.end(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], stream: true }));
+    });
+    expect(headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(headers.connection).toBe('close');
   });
 
   test('the raw event stream is framed as OpenAI frames it and ends with [DONE]', async () => {
