@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Catalog } from '../catalog/catalog.js';
 import type { ChatRequest } from '../providers/openai-types.js';
@@ -36,10 +37,11 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
       const { socket } = request.raw;
       // Gone already (while its body was read, or the hooks ran): no 'close' is coming. A
       // pipelined request's response hears of its socket closing only from the socket itself.
+      let stopHearing = () => {};
       if (socket.destroyed) leave();
       else {
         reply.raw.on('close', leave);
-        socket.on('close', leave);
+        stopHearing = whenClosed(socket, leave);
       }
       let streamed = false;
       const input: ChatInput = {
@@ -73,9 +75,32 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
         running.delete(handled);
         // A stream still being written (queued behind an earlier response on its connection, say)
         // hears of its client leaving until it is.
-        if (reply.raw.writableFinished) socket.off('close', leave);
-        else reply.raw.once('finish', () => socket.off('close', leave));
+        if (reply.raw.writableFinished) stopHearing();
+        else reply.raw.once('finish', stopHearing);
       }
     },
   );
+}
+
+/** What each socket's requests in flight do when it closes. */
+const closeListeners = new WeakMap<Socket, Set<() => void>>();
+
+/**
+ * Calls `listener` when `socket` closes, until the returned function is called. One 'close' listener
+ * per socket, however many requests are pipelined on it (one each would pass Node's limit of 10 and
+ * warn), kept for the socket's life: a keep-alive connection's requests add none.
+ */
+function whenClosed(socket: Socket, listener: () => void): () => void {
+  let listeners = closeListeners.get(socket);
+  if (!listeners) {
+    const all = new Set<() => void>();
+    socket.once('close', () => {
+      for (const each of all) each();
+    });
+    closeListeners.set(socket, all);
+    listeners = all;
+  }
+  const own = listeners;
+  own.add(listener);
+  return () => own.delete(listener);
 }

@@ -432,6 +432,35 @@ describe('streams that together hold more than STREAM_BUFFER_BUDGET_BYTES unread
 describe('streams pipelined on one connection', () => {
   const metric = async (name: string) => sampleValue(await scrapeMetrics(h.url), name);
 
+  test('fifteen at once are all answered, and Node warns of no listener leak', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const body = JSON.stringify({
+        model: 'anthropic/claude-sonnet-4.5',
+        messages: [{ role: 'user', content: 'Pipelined.' }],
+        stream: true,
+      });
+      const post = `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+      const recorded = h.recorder.entries.length;
+      const socket = connect(Number(new URL(h.url).port), '127.0.0.1');
+      let answers = '';
+      socket.on('data', (chunk) => {
+        answers += chunk;
+      });
+      socket.write(post.repeat(15));
+      await vi.waitFor(() => expect(answers.split('data: [DONE]').length - 1).toBe(15), WAIT);
+      socket.destroy();
+      expect(h.recorder.entries.length - recorded).toBe(15);
+      // Warnings are emitted on the next tick.
+      await sleep(10);
+      expect(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   test('a client closing its connection during the first: both are read to their end and billed, and no stream stays open', async () => {
     h.anthropic.script(
       {
