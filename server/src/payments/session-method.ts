@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Address } from 'viem';
 import { type Caller, sessionOver } from '../auth/jwt.js';
 import { debtOf } from '../billing/ledger.js';
 import { formatUsdcAtomic } from '../billing/money.js';
@@ -79,12 +80,12 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
         // together in one round trip (the session's caps once per process).
         async owesNothing(othersReservedPicoUsd) {
           const caps = await capsOf(caller.sessionId);
-          if (!caps) throw sessionOver();
+          if (!caps) throw await sessionEnded(options, caller.wallet);
           const standing = await sessionStanding(options.store, {
             sessionId: caller.sessionId,
             wallet: caller.wallet,
           });
-          if (!standing.active) throw sessionOver();
+          if (!standing.active) throw await sessionEnded(options, caller.wallet);
           if (standing.mayOwe) return false;
           // No debt and no settlement in flight: the totals count every settlement of the session.
           const committed = { owedPicoUsd: 0n, inFlightPicoUsd: othersReservedPicoUsd };
@@ -133,12 +134,32 @@ async function shortfallAfterSettling(
   // The wait on the payer's lock (behind a settlement of the collector, of a completed request, of
   // another request) can outlast the session: a payer that revoked it meanwhile was told what it
   // owed, which is paid now, and nothing more is served on it.
-  if (!standing.active) throw sessionOver();
+  if (!standing.active) throw await sessionEnded(options, session.wallet);
   return capShortfall(
     session.limits,
     standing.paid,
     { owedPicoUsd: debt.owedPicoUsd, inFlightPicoUsd },
     bound,
+  );
+}
+
+/**
+ * 401 for a session revoked or expired, stating what its payer still owes when it owes something:
+ * settled before anything else it asks (through another session) and collected meanwhile.
+ */
+async function sessionEnded(options: SessionMethodOptions, wallet: Address): Promise<ApiError> {
+  const over = sessionOver();
+  // The refusal stands without the figure when the ledger cannot give it now.
+  const owed = await debtOf(options.store, wallet).then(
+    (debt) => debt.owedAtomic,
+    () => 0n,
+  );
+  if (owed === 0n) return over;
+  return new ApiError(
+    401,
+    'unauthorized',
+    `${over.message}; ${formatUsdcAtomic(owed)} USDC is still owed and is settled first`,
+    { ...over.options, details: { owedAtomic: owed.toString() } },
   );
 }
 

@@ -564,8 +564,20 @@ describe('DELETE /v1/authorize', () => {
     });
 
     const calls = anthropic.log.length;
-    const after = await chat(openaiFor(gateway, session.token)).catch((error: { status: number }) => error);
+    const after = await chat(openaiFor(gateway, session.token)).then(
+      () => {
+        throw new Error('served');
+      },
+      (error: APIError) => error,
+    );
     expect(after.status).toBe(401);
+    // What is still owed is said, as the revocation said it.
+    expect(after.error).toMatchObject({
+      code: 'unauthorized',
+      details: { owedAtomic: '66' },
+      message:
+        'the session of this access token was revoked or has expired; authorize again; 0.000066 USDC is still owed and is settled first',
+    });
     expect(anthropic.log.length).toBe(calls);
     const again = await fetch(`${gateway.url}/v1/authorize`, {
       method: 'DELETE',
