@@ -144,6 +144,7 @@ export async function buildApp(
     receiptTimeoutMs: config.limits.settlementTimeoutMs,
     log: { error: (details, message) => app.log.error(details, message) },
     metrics,
+    commissionBps: config.commissionBps,
   });
   // The rail reaches the app's JWT and logger only once requests arrive, after `app` exists below.
   const sessionRail = createSessionRail({

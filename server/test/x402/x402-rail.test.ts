@@ -14,6 +14,7 @@ import { beforeAll, describe, expect, test } from 'vitest';
 import { createPayerAccount, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
+import { loadCatalog } from '../../src/catalog/catalog.js';
 import { createChainClient } from '../../src/payments/chain-client.js';
 import { createX402Rail, type PaymentFacilitator } from '../../src/payments/x402/index.js';
 import type { AdmissionRequest } from '../../src/services/chat-contracts.js';
@@ -86,7 +87,12 @@ describe('a request without credentials', () => {
     const body = await response.json();
     expect(body).toEqual({
       data: null,
-      error: { code: 'payment_required', message: required.error },
+      error: {
+        code: 'payment_required',
+        type: 'invalid_request_error',
+        param: null,
+        message: required.error,
+      },
       meta: { timestamp: expect.any(String), path: '/v1/chat/completions' },
       x402Version: 2,
       resource: required.resource,
@@ -351,9 +357,12 @@ describe('a proof whose payer is not the signer the facilitator checks', () => {
       chain: createChainClient(stack.gateway.config.chain),
       facilitator: { announcesSends: true, verify, settle: () => Promise.reject(new Error('not here')) },
       receiptTimeoutMs: 1_000,
+      commissionBps: 1_000,
     }).method.identify({
       headers: { 'payment-signature': header },
       url: '/v1/chat/completions',
+      model: loadCatalog().find('anthropic/claude-sonnet-4.5'),
+      request: { messages: [{ role: 'user', content: 'hi' }] },
     } as unknown as AdmissionRequest);
 
   test('the facilitator is handed the signature and the authorization, nothing else the client sent', async () => {
@@ -373,6 +382,14 @@ describe('a proof whose payer is not the signer the facilitator checks', () => {
     const payer = privateKeyToAccount(generatePrivateKey());
     const identified = await identifyWith(await proofFor(payer, 0n), async () => ({ isValid: true }));
     expect(identified.payer).toBe(payer.address);
+  });
+
+  test('a request paid by proof reserves the most it can cost while in flight, as a session request does', async () => {
+    // A smart account paying by proof may hold a session too, whose delegation pays all it owes.
+    const payer = privateKeyToAccount(generatePrivateKey());
+    const identified = await identifyWith(await proofFor(payer, 0n), async () => ({ isValid: true }));
+    // Sonnet's default 4,096 output tokens at $15 per million plus 10%: 0.067584 USD.
+    expect(identified.reservePicoUsd).toBe(67_584_000_000n);
   });
 
   test("a facilitator that verified someone else than the authorization's signer: 402, the payer is not taken", async () => {

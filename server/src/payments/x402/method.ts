@@ -19,6 +19,7 @@ import type { Store } from '../../store/database.js';
 import { type ChainClient, isTransportFailure, shownReason } from '../chain-client.js';
 import type { IdentifiedPayer, PaymentMethod } from '../gate.js';
 import { awaitReceipt, type OutboxDeps } from '../outbox/reconcile.js';
+import { requestBound } from '../session-allowance.js';
 import { isAuthorizationSeen, recordAuthorization } from './authorizations.js';
 import type { PaymentFacilitator } from './facilitator.js';
 import {
@@ -51,6 +52,11 @@ export interface X402RailOptions {
   log?: { error(details: object, message: string): void };
   /** Where each settlement's outcome and time are counted (/metrics). */
   metrics?: SettlementMetrics;
+  /**
+   * COMMISSION_BPS: part of the most a request can cost, which it reserves while in flight. A smart
+   * account paying by proof may hold a session too, whose delegation pays whatever its payer owes.
+   */
+  commissionBps: number;
 }
 
 /** The x402 rail: its payment method for the gate, and the 402 answers that tell a caller what to pay. */
@@ -267,6 +273,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
         );
       return {
         payer,
+        reservePicoUsd: requestBound(request, options.commissionBps).picoUsd,
         settleDebt: () =>
           meteredSettlement(options.metrics, (attempt) => settleDebt(proof, terms, url, fromBlock, attempt)),
         owedHeaders: async () => ({ [OWED_HEADER]: (await debtOf(store, payer)).owedAtomic.toString() }),
