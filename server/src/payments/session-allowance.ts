@@ -28,8 +28,12 @@ export interface RequestBound {
 
 /** A request the session cannot pay for: why, in words, and the figures for the client. */
 export interface CapShortfall {
-  /** `cap_reached` as when the chain refuses; `request_exceeds_cap`: the request alone is beyond the cap. */
-  reason: Extract<RefusalReason, 'cap_reached'> | 'request_exceeds_cap';
+  /**
+   * `cap_reached` as when the chain refuses; `request_exceeds_cap`: the request alone is beyond the
+   * cap; `requests_in_flight`: it fits beside the debt, not beside the payer's other requests in
+   * flight, which may cost much less than their most once they complete (a wait, not a refusal).
+   */
+  reason: Extract<RefusalReason, 'cap_reached'> | 'request_exceeds_cap' | 'requests_in_flight';
   message: string;
   details: CapDetails;
 }
@@ -139,6 +143,12 @@ function shortfallOf(cap: Cap, committed: Committed, bound: RequestBound): CapSh
       details,
     };
   const [left, wait] = cap.kind === 'period' ? [' in this period', ' wait for the next period,'] : ['', ''];
+  if (atomicCovering(owedPicoUsd + bound.picoUsd) <= availableAtomic)
+    return {
+      reason: 'requests_in_flight',
+      message: `${capText} has ${usdc(availableAtomic)} left${left}; ${usdc(owedAtomic)} is owed, your requests in flight may cost up to ${usdc(inFlightAtomic)} and ${worst}: retry when one of them completes`,
+      details,
+    };
   const inFlight =
     inFlightPicoUsd > 0n ? `, your requests in flight may cost up to ${usdc(inFlightAtomic)}` : '';
   return {

@@ -49,6 +49,7 @@ export interface SessionMethodOptions extends OutboxDeps {
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 const RETRY_AFTER_SECONDS = '2';
+const IN_FLIGHT_RETRY_AFTER_SECONDS = '1';
 
 /** The session-key rail: a session's access token names the payer, its delegation pays the debt. */
 export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMethod {
@@ -163,7 +164,10 @@ async function sessionEnded(options: SessionMethodOptions, wallet: Address): Pro
   );
 }
 
-/** 402 before forwarding a request its session's delegation could not pay for. */
+/**
+ * 402 before forwarding a request its session's delegation could not pay for; 429 (retried by
+ * OpenAI's clients) for one it could pay once the payer's other requests in flight complete.
+ */
 async function refuseBeyondCap(
   options: SessionMethodOptions,
   request: AdmissionRequest,
@@ -171,6 +175,11 @@ async function refuseBeyondCap(
 ): Promise<void> {
   if (!shortfall) return;
   const { reason, message, details } = shortfall;
+  if (reason === 'requests_in_flight')
+    throw new ApiError(429, 'too_many_in_flight', message, {
+      headers: { 'retry-after': IN_FLIGHT_RETRY_AFTER_SECONDS },
+      details: { reason, ...details },
+    });
   throw await paymentRequired(options, request, message, { reason, ...details }, BigInt(details.owedAtomic));
 }
 

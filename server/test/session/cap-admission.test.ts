@@ -207,7 +207,7 @@ describe('what the delegation can still pay', () => {
     }
   });
 
-  test('requests in flight at once count together: the one the rest cannot cover besides them is refused', async () => {
+  test('requests in flight at once count together: one the rest cannot cover beside them waits for them (429)', async () => {
     const payer = await newPayer(local, 6);
     // 2,000 units: one `max_tokens: 64` request (at most 1,056) fits, two do not.
     const session = await authorize(gateway, payer, { cap: 2_000n });
@@ -216,10 +216,15 @@ describe('what the delegation can still pay', () => {
     const slow = rawChat(session.token);
     await vi.waitFor(() => expect(anthropic.log.length).toBe(calls + 1), { timeout: 5_000, interval: 10 });
 
-    // Each fits alone; together they could owe more than the delegation can ever pay.
-    const refused = await refusedUpFront(session);
+    // Each fits alone; together they could owe more than the delegation can ever pay. Not refused
+    // for good: the one in flight may cost far less than its most, so it is a wait (429, retried).
+    const [before, waiting] = [await balances(session.wallet), anthropic.log.length];
+    const refused = await rawChat(session.token);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(refused.body.error.code).toBe('too_many_in_flight');
     expect(refused.body.error.details).toEqual({
-      reason: 'cap_reached',
+      reason: 'requests_in_flight',
       cap: 'total',
       capAtomic: '2000',
       availableAtomic: '2000',
@@ -227,7 +232,11 @@ describe('what the delegation can still pay', () => {
       inFlightAtomic: BOUND_64_ATOMIC.toString(),
       requestMaxAtomic: BOUND_64_ATOMIC.toString(),
     });
-    expect(refused.body.error.message).toContain('your requests in flight may cost up to 0.001056 USDC');
+    expect(refused.body.error.message).toMatch(
+      /your requests in flight may cost up to 0\.001056 USDC .*retry when one of them completes/,
+    );
+    expect(anthropic.log.length).toBe(waiting);
+    expect(await balances(session.wallet)).toEqual(before);
     // A smaller one fits beside it: 32 tokens may cost 528 units.
     anthropic.script({ text: 'beside', usage: { input_tokens: 1, output_tokens: 1 } });
     expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
