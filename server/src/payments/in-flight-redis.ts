@@ -55,7 +55,9 @@ return 1`;
 /**
  * The in-flight bound shared by every gateway instance through Redis. While Redis cannot be
  * reached, each instance bounds its payers on its own (the bound is then the limit per instance)
- * rather than refusing paying callers.
+ * rather than refusing paying callers. Either way a slot sees the reservations of every slot of
+ * the payer this instance holds, in Redis or counted alone; while Redis is away, not those of the
+ * other instances.
  */
 export function redisInFlightLimiter(redis: Redis, options: RedisInFlightOptions): InFlightLimiter {
   const slotTtlMs = options.slotTtlMs ?? DEFAULT_SLOT_TTL_MS;
@@ -65,6 +67,13 @@ export function redisInFlightLimiter(redis: Redis, options: RedisInFlightOptions
   /** Slot id -> the payer's key, for every slot this process holds in Redis. */
   const held = new Map<string, string>();
   let refresher: NodeJS.Timeout | undefined;
+
+  /** What this instance's slots of the payer's `key` in Redis reserve. */
+  const heldInRedis = (key: string) => {
+    let sum = 0n;
+    for (const [slot, slotKey] of held) if (slotKey === key) sum += reservationOf(slot);
+    return sum;
+  };
 
   const refresh = () => {
     const pipeline = redis.pipeline();
@@ -99,14 +108,16 @@ export function redisInFlightLimiter(redis: Redis, options: RedisInFlightOptions
         others = await take(key, slot);
       } catch (error) {
         storeError(error);
-        return fallback.acquire(payer, reservePicoUsd);
+        const alone = await fallback.acquire(payer, reservePicoUsd);
+        return { ...alone, othersReservedPicoUsd: alone.othersReservedPicoUsd + heldInRedis(key) };
       }
       if (!others) throw tooManyInFlight(options.limit);
       held.set(slot, key);
       refresher ??= setInterval(refresh, slotTtlMs / 3).unref();
       let released = false;
       return {
-        othersReservedPicoUsd: others.reduce((sum, id) => sum + reservationOf(id), 0n),
+        othersReservedPicoUsd:
+          others.reduce((sum, id) => sum + reservationOf(id), 0n) + fallback.reservedPicoUsd(payer),
         release() {
           if (released) return;
           released = true;

@@ -36,10 +36,16 @@ interface PayerSlots {
   reservedPicoUsd: bigint;
 }
 
+/** A limiter in this process's memory, which tells what its slots of a payer reserve. */
+export interface LocalInFlightLimiter extends InFlightLimiter {
+  reservedPicoUsd(payer: Address): bigint;
+}
+
 /** One gateway process: a counter and a reserved sum per payer in memory. */
-export function localInFlightLimiter(limit: number): InFlightLimiter {
+export function localInFlightLimiter(limit: number): LocalInFlightLimiter {
   const slots = new Map<Address, PayerSlots>();
   return {
+    reservedPicoUsd: (payer) => slots.get(payer)?.reservedPicoUsd ?? 0n,
     async acquire(payer, reservePicoUsd = 0n) {
       const held = slots.get(payer) ?? { count: 0, reservedPicoUsd: 0n };
       if (held.count >= limit) throw tooManyInFlight(limit);

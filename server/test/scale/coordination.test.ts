@@ -130,6 +130,21 @@ describe.skipIf(!redisUrl)('in-flight slots in Redis (REDIS_URL)', () => {
     for (const slot of held) slot.release();
   });
 
+  test('while Redis stalls, a slot counted locally sees the instance’s slots in Redis, and the next one in Redis sees it', async () => {
+    const admin = await connect();
+    const limiter = redisInFlightLimiter(await connect(), { limit: 3, timeoutMs: 50 });
+    const payer = newPayer();
+    const inRedis = await limiter.acquire(payer, 5n);
+    await admin.call('client', 'pause', '200', 'WRITE');
+    const alone = await limiter.acquire(payer, 7n);
+    expect(alone.othersReservedPicoUsd).toBe(5n);
+    // Redis answers again (the late acquisition given back): it knows of one slot, this instance of two.
+    await sleep(400);
+    const next = await limiter.acquire(payer, 11n);
+    expect(next.othersReservedPicoUsd).toBe(12n);
+    for (const slot of [inRedis, alone, next]) slot.release();
+  });
+
   test('Redis unreachable: each instance counts alone, and says why', async () => {
     const errors: unknown[] = [];
     // Nothing listens on port 9 (discard) on this host.
