@@ -177,6 +177,8 @@ export function loadDatabaseUrl(env: Env = process.env): string {
 export interface ReconcileConfig {
   databaseUrl: string;
   chain: Pick<ChainConfig, 'rpcUrl' | 'chainId' | 'usdcAddress' | 'treasuryAddress'>;
+  /** The gateway's sender (SESSION_KEY_PRIVATE_KEY's address), when given: its unrecorded transfers are mismatches. */
+  relayer?: Address;
 }
 
 export function loadReconcileConfig(env: Env = process.env): ReconcileConfig {
@@ -185,6 +187,9 @@ export function loadReconcileConfig(env: Env = process.env): ReconcileConfig {
   return {
     databaseUrl: read.databaseUrl('DATABASE_URL', DEFAULT_DATABASE_URL),
     chain: readPaymentChain(read, chainId),
+    ...(env.SESSION_KEY_PRIVATE_KEY && {
+      relayer: privateKeyToAccount(read.privateKey('SESSION_KEY_PRIVATE_KEY')).address,
+    }),
   };
 }
 

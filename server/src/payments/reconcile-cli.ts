@@ -6,7 +6,8 @@ import { formatReconciliation, reconcileLedger } from './reconcile-ledger.js';
 
 const USAGE = `npm run reconcile -- [--from-block N] [--to-block N] [--json]
 Compares the ledger (DATABASE_URL) with the USDC transfers on CHAIN_RPC_URL to the treasury
-each settlement paid (TREASURY_ADDRESS for those that recorded none).
+each settlement paid (TREASURY_ADDRESS for those that recorded none). With the gateway's
+SESSION_KEY_PRIVATE_KEY, a transfer its key sent that no settlement records is a mismatch.
 Exit 0: consistent. 1: mismatches (listed). 2: the check could not run.`;
 
 /** `npm run reconcile`: the ledger against the chain, as a report and an exit code. */
@@ -25,7 +26,12 @@ async function reconcile(): Promise<number> {
   try {
     const result = await reconcileLedger(
       store,
-      { publicClient, usdc: config.chain.usdcAddress, treasury: config.chain.treasuryAddress },
+      {
+        publicClient,
+        usdc: config.chain.usdcAddress,
+        treasury: config.chain.treasuryAddress,
+        relayer: config.relayer,
+      },
       {
         fromBlock: blockOption(values['from-block'], '--from-block'),
         toBlock: blockOption(values['to-block'], '--to-block'),

@@ -76,6 +76,11 @@ export interface ReconcileChain {
   usdc: Address;
   /** TREASURY_ADDRESS: whom settlements that record no treasury of their own paid. */
   treasury: Address;
+  /**
+   * The gateway's sender of settlements (its session key): a transfer it sent that no settlement
+   * records is a payment the ledger lost (charged, and owed again). Unknown: such a transfer is noted.
+   */
+  relayer?: Address;
 }
 
 export interface ReconcileOptions {
@@ -214,20 +219,22 @@ export async function reconcileLedger(
         settlementId: unfinished.id,
         message: `${moved}; its settlement ${unfinished.id} is ${unfinished.status} (being finished)`,
       });
-    } else if (await spendsKnownAuthorization(chain, usdc, txHash, payer, x402Nonces)) {
-      report({
-        kind: 'transfer_unrecorded',
-        payer,
-        txHash,
-        message: `${moved} with an x402 authorization the gateway took, and no settlement records it`,
-      });
     } else {
-      noted.push({
-        kind: 'outside',
-        payer,
-        txHash,
-        message: `${moved} outside the gateway's settlements (no settlement sent it, no x402 authorization the gateway took)`,
-      });
+      const made = await madeByGateway(chain, usdc, txHash, payer, x402Nonces);
+      if (made)
+        report({
+          kind: 'transfer_unrecorded',
+          payer,
+          txHash,
+          message: `${moved} ${made}, and no settlement records it`,
+        });
+      else
+        noted.push({
+          kind: 'outside',
+          payer,
+          txHash,
+          message: `${moved} outside the gateway's settlements (no settlement sent it, no x402 authorization the gateway took)`,
+        });
     }
   }
 
@@ -335,21 +342,27 @@ async function readX402Nonces(db: Reader): Promise<Set<string>> {
   return new Set(rows.map((row) => `${getAddress(row.payer)}:${row.nonce.toLowerCase()}`));
 }
 
-/** Whether the transaction used an x402 authorization of the payer that the gateway took. */
-async function spendsKnownAuthorization(
+/**
+ * How a transfer no settlement records came from the gateway, if it did: sent by its own relayer,
+ * or using an x402 authorization of the payer the gateway took. Undefined: made outside it.
+ */
+async function madeByGateway(
   chain: ReconcileChain,
   usdc: Address,
   txHash: Hash,
   payer: Address,
   x402Nonces: Set<string>,
-): Promise<boolean> {
+): Promise<string | undefined> {
   const receipt = await chain.publicClient.getTransactionReceipt({ hash: txHash });
-  return parseEventLogs({ abi: [authorizationUsed], logs: receipt.logs }).some(
+  if (chain.relayer && getAddress(receipt.from) === getAddress(chain.relayer))
+    return `in a transaction the gateway's key ${chain.relayer} sent`;
+  const spendsKnownAuthorization = parseEventLogs({ abi: [authorizationUsed], logs: receipt.logs }).some(
     (log) =>
       getAddress(log.address) === usdc &&
       getAddress(log.args.authorizer) === payer &&
       x402Nonces.has(`${payer}:${log.args.nonce.toLowerCase()}`),
   );
+  return spendsKnownAuthorization ? 'with an x402 authorization the gateway took' : undefined;
 }
 
 /** Per claiming settlement: how many records it holds and their total cost. */

@@ -11,7 +11,8 @@ import {
   type MismatchKind,
   reconcileLedger,
 } from '../../src/payments/reconcile-ledger.js';
-import { chat, freshEoa, fundedEoa, useX402Stack } from '../x402/harness.js';
+import { transferAuthorization } from '../chain/authorizations.js';
+import { chat, freshEoa, fundedEoa, landTransfer, useX402Stack } from '../x402/harness.js';
 
 // `npm run reconcile` on a ledger the gateway kept (x402 payers: plain accounts that can also
 // send USDC to the treasury by themselves), then on the same ledger deliberately broken.
@@ -214,6 +215,38 @@ test('a consistent ledger: exit 0; deliberately broken: exit 1 naming each misma
   expect(json.code).toBe(1);
   expect(JSON.parse(json.stdout)).toMatchObject({ consistent: false, mismatches: expect.any(Array) });
   expect(JSON.parse(json.stdout).mismatches).toHaveLength(10);
+});
+
+test("a transfer the gateway's key sent that no settlement records is a mismatch (a payment the ledger lost)", async () => {
+  const { local } = stack;
+  // A payer the ledger knows (one answered request).
+  const payer = await freshEoa(stack, 1_000_000n);
+  await chat(stack, payer);
+  // As a settlement whose record was lost would be: the gateway's key lands a payer's authorization.
+  const hash = await landTransfer(
+    local,
+    payer,
+    transferAuthorization(payer.address, local.accounts.treasury.address, 25n),
+    { sender: createLocalWalletClient(local.chain, local.accounts.gateway.privateKey) },
+  );
+
+  const withKey = await reconcileCommand(['--json'], {
+    SESSION_KEY_PRIVATE_KEY: local.accounts.gateway.privateKey,
+  });
+  expect(withKey.code).toBe(1);
+  expect(JSON.parse(withKey.stdout).mismatches).toContainEqual({
+    kind: 'transfer_unrecorded',
+    payer: payer.address,
+    txHash: hash,
+    message: expect.stringContaining(
+      `in a transaction the gateway's key ${local.accounts.gateway.address} sent`,
+    ),
+  });
+  // Without the gateway's key the command cannot tell it from a payer's own transfer: noted.
+  const withoutKey = await reconcileCommand(['--json']);
+  expect(JSON.parse(withoutKey.stdout).noted).toContainEqual(
+    expect.objectContaining({ kind: 'outside', payer: payer.address, txHash: hash }),
+  );
 });
 
 test('over a WebSocket RPC the command reports and exits, as over HTTP', async () => {

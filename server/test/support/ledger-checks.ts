@@ -14,11 +14,15 @@ export async function confirmedAmount(store: Store, payer: Address): Promise<big
   return rows.reduce((sum, row) => sum + row.amount_atomic, 0n);
 }
 
-/** `npm run reconcile`'s check of the ledger against the local chain's USDC transfers to the treasury. */
+/**
+ * `npm run reconcile`'s check of the ledger against the local chain's USDC transfers to the treasury,
+ * the gateway's key known (as the command knows it from SESSION_KEY_PRIVATE_KEY).
+ */
 export function reconcileWithChain(store: Store, local: LocalChain): Promise<LedgerReconciliation> {
   return reconcileLedger(store, {
     publicClient: local.publicClient,
     usdc: local.usdc,
     treasury: local.accounts.treasury.address,
+    relayer: local.accounts.gateway.address,
   });
 }

@@ -256,19 +256,23 @@ export function authorizationOf(header: string): TransferAuthorization {
 /**
  * The payer's authorization sent to the token by another sender than the gateway's relayer: anyone
  * holding a signed authorization can send it, the deployer does here (so a `ReceiveWithAuthorization`
- * must pay the deployer). With `gas`, it is sent without an estimate, so one that reverts is mined
- * too. Resolves with the transaction's hash once it is mined.
+ * must pay the deployer), or `sender`. With `gas`, it is sent without an estimate, so one that
+ * reverts is mined too. Resolves with the transaction's hash once it is mined.
  */
 export async function landTransfer(
   local: LocalChain,
   payer: PrivateKeyAccount,
   authorization: TransferAuthorization,
-  options: { gas?: bigint; primaryType?: 'TransferWithAuthorization' | 'ReceiveWithAuthorization' } = {},
+  options: {
+    gas?: bigint;
+    primaryType?: 'TransferWithAuthorization' | 'ReceiveWithAuthorization';
+    sender?: LocalChain['deployer'];
+  } = {},
 ): Promise<Hash> {
-  const { primaryType = 'TransferWithAuthorization', gas } = options;
+  const { primaryType = 'TransferWithAuthorization', gas, sender = local.deployer } = options;
   const signature = await signTransferAuthorization(local, payer, authorization, primaryType);
   const { from, to, value, validAfter, validBefore, nonce } = authorization;
-  const hash = await local.deployer.writeContract({
+  const hash = await sender.writeContract({
     address: local.usdc,
     abi: testUsdcAbi,
     functionName:
