@@ -13,12 +13,20 @@ const stack = useFaultStack();
 test('RPC down while the debt is settled: 503, nothing forwarded, the debt paid once it is back', async () => {
   const { rpc } = stack;
   const payer = await stack.owingPayer(0);
+  const unavailable = async () =>
+    sampleValue(await scrapeMetrics(stack.gateway.url), 'paygate_settlements_total', {
+      rail: 'session',
+      status: 'unavailable',
+    }) ?? 0;
+  const unavailableBefore = await unavailable();
   const refused = await stack.refusedWhileCut(
     payer,
     { cut: rpc.down, restore: rpc.pass },
     '503 payments_unavailable',
   );
   expect(refused.headers.get('retry-after')).not.toBeNull();
+  // The chain could not be reached: the gateway's side, counted as unavailable.
+  expect((await unavailable()) - unavailableBefore).toBe(1);
 
   await stack.servedPayingDebt(payer);
   // The attempt that could not reach the chain released its claim; one payment, not two.
