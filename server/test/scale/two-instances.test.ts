@@ -1,104 +1,29 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
-import { type Address, type Hex, toHex } from 'viem';
-import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import {
-  createLocalChain,
-  createPayerAccount,
-  type LocalChain,
-  type PayerAccount,
-  usdcBalance,
-} from '../../devkit/chain/index.js';
-import { type AnthropicStep, startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
-import type { Simulator } from '../../devkit/simulators/simulator-server.js';
+import type { Address } from 'viem';
+import { describe, expect, test, vi } from 'vitest';
+import { usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
-import { authorizeWithSmartAccount } from '../../src/client/index.js';
-import type { GatewayConfig } from '../../src/config.js';
-import type { Store } from '../../src/store/database.js';
-import { chainGatewayConfig } from '../support/chain-gateway.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { type GatewayProcess, gatewayEnvironment, startGatewayProcess } from '../support/gateway-process.js';
+import { sharedStoresConfigured, useGatewayPair } from '../support/gateway-pair.js';
+import type { GatewayProcess } from '../support/gateway-process.js';
 import { confirmedAmount, reconcileWithChain } from '../support/ledger-checks.js';
-import { type OrderingProbe, type ProbedAnswer, startOrderingProbe } from '../support/ordering-probe.js';
+import type { ProbedAnswer } from '../support/ordering-probe.js';
 
 // Several gateway processes behind a load balancer share one PostgreSQL and one Redis: CI sets
 // DATABASE_URL and REDIS_URL; without both there is nothing to share and the suite is skipped.
-const shared = Boolean(process.env.DATABASE_URL?.startsWith('postgres') && process.env.REDIS_URL);
 const IN_FLIGHT_LIMIT = 3;
 const SLOT_TTL_MS = 3_000;
 
-describe.skipIf(!shared)(
+describe.skipIf(!sharedStoresConfigured)(
   'two gateway processes sharing PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)',
   () => {
-    let local: LocalChain;
-    let anthropic: Simulator<AnthropicStep>;
-    let database: TestDatabase;
-    let store: Store;
-    let probe: OrderingProbe;
-    let env: Record<string, string>;
-    const dir = mkdtempSync(join(tmpdir(), 'paygate-scale-'));
-    const instances: GatewayProcess[] = [];
-
-    beforeAll(async () => {
-      [local, anthropic, database] = await Promise.all([
-        createLocalChain(),
-        startAnthropicSimulator(),
-        createTestDatabase('postgres'),
-      ]);
-      store = await database.open();
-      probe = await startOrderingProbe({
-        upstreamUrl: anthropic.url,
-        store,
-        publicClient: local.publicClient,
-      });
-      const base = chainGatewayConfig(local, anthropic, {
-        databaseUrl: database.url,
-        limits: {
-          maxInFlightPerPayer: IN_FLIGHT_LIMIT,
-          inFlightSlotTtlMs: SLOT_TTL_MS,
-          sessionMinCapAtomic: 1n,
-          collectorIdleMs: 1_000,
-          collectorIntervalMs: 250,
-        },
-      });
-      const config: GatewayConfig = {
-        ...base,
-        redisUrl: process.env.REDIS_URL,
-        providers: { ...base.providers, anthropic: { ...base.providers.anthropic, baseUrl: probe.url } },
-      };
-      env = gatewayEnvironment(config, dir);
-      instances.push(...(await Promise.all([startGatewayProcess(env), startGatewayProcess(env)])));
+    const pair = useGatewayPair({
+      maxInFlightPerPayer: IN_FLIGHT_LIMIT,
+      inFlightSlotTtlMs: SLOT_TTL_MS,
+      sessionMinCapAtomic: 1n,
+      collectorIdleMs: 1_000,
+      collectorIntervalMs: 250,
     });
-
-    afterAll(async () => {
-      await Promise.all(instances.map((instance) => instance.stop()));
-      await probe?.close();
-      await Promise.all([anthropic?.close(), local?.stop()]);
-      await database?.drop();
-      rmSync(dir, { recursive: true, force: true });
-    });
-
-    /** A fresh smart account (its own address, so no other suite shares its Redis keys) with a session. */
-    async function sessionPayer(owner: number): Promise<{ payer: PayerAccount; clients: OpenAI[] }> {
-      const payer = await createPayerAccount(local, local.accounts.payers[owner]!.privateKey, {
-        fundUsdc: 10_000_000n,
-        deploySalt: toHex(randomBytes(32)) as Hex,
-      });
-      const session = await authorizeWithSmartAccount({
-        gatewayUrl: instances[0]!.url,
-        smartAccount: payer.account,
-        cap: 5_000_000n,
-        expiresAt: new Date(Date.now() + 3_600_000),
-      });
-      const clients = instances.map(
-        (instance) => new OpenAI({ baseURL: `${instance.url}/v1`, apiKey: session.token, maxRetries: 0 }),
-      );
-      return { payer, clients };
-    }
 
     /** One request that is retried while the gateway says to come back (429 in flight, 503 settling). */
     async function chatUntilServed(
@@ -108,7 +33,7 @@ describe.skipIf(!shared)(
       refusals: ProbedAnswer[],
     ): Promise<ProbedAnswer> {
       for (let attempt = 1; attempt <= 100; attempt++) {
-        const answer = await probe.chat(client, payer, { stream });
+        const answer = await pair.probe.chat(client, payer, { stream });
         if (answer.status === 200) return answer;
         refusals.push(answer);
         await sleep(20 + Math.random() * 80);
@@ -119,8 +44,8 @@ describe.skipIf(!shared)(
     async function settledEverything(payers: Address[]) {
       await vi.waitFor(
         async () => {
-          for (const payer of payers) expect((await debtOf(store, payer)).owedPicoUsd).toBe(0n);
-          const unfinished = await store.db
+          for (const payer of payers) expect((await debtOf(pair.store, payer)).owedPicoUsd).toBe(0n);
+          const unfinished = await pair.store.db
             .selectFrom('settlements')
             .select('id')
             .where('status', 'in', ['pending', 'sent'])
@@ -132,11 +57,11 @@ describe.skipIf(!shared)(
     }
 
     test('two payers hammered through both instances: ordering rule, one settlement per debt, ledger equals chain', async () => {
-      const payers = await Promise.all([sessionPayer(0), sessionPayer(1)]);
-      const treasury = local.accounts.treasury.address;
+      const payers = await Promise.all([pair.sessionPayer(0), pair.sessionPayer(1)]);
+      const treasury = pair.local.accounts.treasury.address;
       const before = {
-        treasury: await usdcBalance(local, treasury),
-        payers: await Promise.all(payers.map(({ payer }) => usdcBalance(local, payer.address))),
+        treasury: await usdcBalance(pair.local, treasury),
+        payers: await Promise.all(payers.map(({ payer }) => usdcBalance(pair.local, payer.address))),
       };
       const refusals: ProbedAnswer[] = [];
       // Per payer, four clients each send five requests one after another, alternating instances
@@ -156,7 +81,7 @@ describe.skipIf(!shared)(
         )
       ).flat();
 
-      expect(probe.violations).toEqual([]);
+      expect(pair.probe.violations).toEqual([]);
       // Only "come back" answers: in-flight bound reached, or a settlement still being confirmed.
       for (const refusal of refusals)
         expect(`${refusal.status} ${refusal.code}`).toMatch(
@@ -168,7 +93,7 @@ describe.skipIf(!shared)(
       await settledEverything(addresses);
 
       // No usage lost: each answer's stated cost is its record, and every record is paid once.
-      const records = await store.db
+      const records = await pair.store.db
         .selectFrom('usage_records as u')
         .leftJoin('settlements as s', 's.id', 'u.settlement_id')
         .select(['u.request_id', 'u.total_pico', 's.status'])
@@ -184,76 +109,81 @@ describe.skipIf(!shared)(
         });
       }
       // Nothing was ever refused by the node (a nonce taken by the other instance) or paid twice.
-      const failed = await store.db
+      const failed = await pair.store.db
         .selectFrom('settlements')
         .select(['id', 'failure_reason'])
         .where('status', '=', 'failed')
         .execute();
       expect(failed).toEqual([]);
 
-      const paid = await Promise.all(addresses.map((address) => confirmedAmount(store, address)));
-      expect(await usdcBalance(local, treasury)).toBe(before.treasury + paid[0]! + paid[1]!);
+      const paid = await Promise.all(addresses.map((address) => confirmedAmount(pair.store, address)));
+      expect(await usdcBalance(pair.local, treasury)).toBe(before.treasury + paid[0]! + paid[1]!);
       for (const [i, address] of addresses.entries())
-        expect(await usdcBalance(local, address)).toBe(before.payers[i]! - paid[i]!);
-      const reconciliation = await reconcileWithChain(store, local);
+        expect(await usdcBalance(pair.local, address)).toBe(before.payers[i]! - paid[i]!);
+      const reconciliation = await reconcileWithChain(pair.store, pair.local);
       expect(reconciliation.mismatches).toEqual([]);
       expect(reconciliation.checked.confirmedTransfers).toBeGreaterThan(2);
     });
 
     test('the in-flight bound is shared: beyond it, either instance answers 429', async () => {
-      const { payer, clients } = await sessionPayer(2);
+      const { payer, clients } = await pair.sessionPayer(2);
       const [a, b] = clients as [OpenAI, OpenAI];
-      probe.hold();
-      const holding = [a, b, a].map((client) => probe.chat(client, payer.address));
-      await vi.waitFor(() => expect(probe.waiting()).toBe(IN_FLIGHT_LIMIT), { timeout: 10_000 });
+      pair.probe.hold();
+      const holding = [a, b, a].map((client) => pair.probe.chat(client, payer.address));
+      await vi.waitFor(() => expect(pair.probe.waiting()).toBe(IN_FLIGHT_LIMIT), { timeout: 10_000 });
 
-      const beyond = await Promise.all([b, a, b, a].map((client) => probe.chat(client, payer.address)));
+      const beyond = await Promise.all([b, a, b, a].map((client) => pair.probe.chat(client, payer.address)));
       expect(beyond.map((answer) => `${answer.status} ${answer.code}`)).toEqual(
         Array(4).fill('429 too_many_in_flight'),
       );
 
-      probe.release();
+      pair.probe.release();
       expect((await Promise.all(holding)).map((answer) => answer.status)).toEqual([200, 200, 200]);
       // Released on completion, on both instances.
-      expect((await probe.chat(b, payer.address)).status).toBe(200);
-      expect((await probe.chat(a, payer.address)).status).toBe(200);
-      expect(probe.violations).toEqual([]);
+      expect((await pair.probe.chat(b, payer.address)).status).toBe(200);
+      expect((await pair.probe.chat(a, payer.address)).status).toBe(200);
+      expect(pair.probe.violations).toEqual([]);
     });
 
     test('an instance killed mid-request: its in-flight slots expire, the other instance takes over collecting', async () => {
-      const leading = await Promise.all(instances.map(collectorLeads));
+      const leading = await Promise.all(pair.instances.map(collectorLeads));
       expect(leading.filter(Boolean)).toHaveLength(1);
-      const leader = instances[leading.indexOf(true)] as GatewayProcess;
-      const survivor = instances[leading.indexOf(false)] as GatewayProcess;
-      const { payer, clients } = await sessionPayer(3);
+      const leader = pair.instances[leading.indexOf(true)] as GatewayProcess;
+      const survivor = pair.instances[leading.indexOf(false)] as GatewayProcess;
+      const { payer, clients } = await pair.sessionPayer(3);
       const [onLeader, onSurvivor] = [
-        clients[instances.indexOf(leader)],
-        clients[instances.indexOf(survivor)],
+        clients[pair.instances.indexOf(leader)],
+        clients[pair.instances.indexOf(survivor)],
       ] as [OpenAI, OpenAI];
-      expect((await probe.chat(onSurvivor, payer.address)).status).toBe(200);
+      expect((await pair.probe.chat(onSurvivor, payer.address)).status).toBe(200);
 
-      probe.hold();
-      const dying = [1, 2, 3].map(() => probe.chat(onLeader, payer.address).catch((error: Error) => error));
-      await vi.waitFor(() => expect(probe.waiting()).toBe(IN_FLIGHT_LIMIT), { timeout: 10_000 });
+      pair.probe.hold();
+      const dying = [1, 2, 3].map(() =>
+        pair.probe.chat(onLeader, payer.address).catch((error: Error) => error),
+      );
+      await vi.waitFor(() => expect(pair.probe.waiting()).toBe(IN_FLIGHT_LIMIT), { timeout: 10_000 });
       await leader.kill();
-      probe.release();
+      pair.probe.release();
       for (const outcome of await Promise.all(dying))
         expect(outcome).toBeInstanceOf(OpenAI.APIConnectionError);
 
       // The dead instance's slots still count until their time to live runs out, then they are free.
-      expect(await probe.chat(onSurvivor, payer.address)).toMatchObject({
+      expect(await pair.probe.chat(onSurvivor, payer.address)).toMatchObject({
         status: 429,
         code: 'too_many_in_flight',
       });
-      await vi.waitFor(async () => expect((await probe.chat(onSurvivor, payer.address)).status).toBe(200), {
-        timeout: 5 * SLOT_TTL_MS,
-        interval: 250,
-      });
+      await vi.waitFor(
+        async () => expect((await pair.probe.chat(onSurvivor, payer.address)).status).toBe(200),
+        {
+          timeout: 5 * SLOT_TTL_MS,
+          interval: 250,
+        },
+      );
       await vi.waitFor(async () => expect(await collectorLeads(survivor)).toBe(true), { timeout: 10_000 });
       // Its last request is collected by the survivor, now the only collector.
       await settledEverything([payer.address]);
-      expect(probe.violations).toEqual([]);
-      const reconciliation = await reconcileWithChain(store, local);
+      expect(pair.probe.violations).toEqual([]);
+      const reconciliation = await reconcileWithChain(pair.store, pair.local);
       expect(reconciliation.mismatches).toEqual([]);
     });
   },
