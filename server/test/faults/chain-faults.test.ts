@@ -4,7 +4,10 @@ import { expect, test } from 'vitest';
 import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
-import { PAYER_FUNDS, SMALL_COST, useFaultStack } from './harness.js';
+import { PAYER_FUNDS, SMALL_COST, SMALL_USAGE, useFaultStack } from './harness.js';
+
+/** Each RPC call's delay in the slow-node case: well within the gateway's timeouts (10 s a call, 3 s a receipt). */
+const RPC_DELAY_MS = 250;
 
 // The chain's RPC fails at each step of a settlement while a gateway process settles a payer's
 // debt: before anything is sent, right after the broadcast, and on the broadcast itself.
@@ -190,6 +193,47 @@ test('the payer moves its USDC away between the simulation and the broadcast: th
 
   await mintUsdc(local, payer.address, PAYER_FUNDS);
   await stack.servedPayingDebt(payer);
+});
+
+test('RPC slow but within its timeouts while the debt is settled: served, paid once, nothing forwarded unpaid', async () => {
+  const { rpc, probe } = stack;
+  // Owner 1's key again, a smart account of its own.
+  const payer = await stack.owingPayer(1);
+  const forwarded = probe.forwarded();
+  const calledBefore = rpc.methods.length;
+  stack.anthropic.script({ text: 'paid', usage: SMALL_USAGE });
+  const started = performance.now();
+  rpc.slow(RPC_DELAY_MS);
+  let served: Awaited<ReturnType<typeof probe.chat>>;
+  try {
+    served = await probe.chat(payer.client(), payer.address);
+  } finally {
+    rpc.pass();
+  }
+  const elapsed = performance.now() - started;
+  const called = rpc.methods.slice(calledBefore);
+  // The settlement went through the slow node (sent, its receipt read), each call answered late.
+  expect(called).toContain('eth_sendRawTransaction');
+  expect(called).toContain('eth_getTransactionReceipt');
+  expect(elapsed).toBeGreaterThanOrEqual(2 * RPC_DELAY_MS);
+  expect(`${served.status} ${served.headers.get('x-settlement-amount')}`).toBe(`200 ${SMALL_COST}`);
+  expect(served.headers.get('x-settlement-tx')).not.toBeNull();
+  expect(probe.forwarded()).toBe(forwarded + 1);
+  expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
+  expect(
+    called.filter((method) => method === 'eth_sendRawTransaction'),
+    'one broadcast, not a retry',
+  ).toHaveLength(1);
+
+  // Its own usage was recorded and it is owed now; the next request finds the first paid (the
+  // probe checks both as it arrives) and pays this one.
+  await stack.servedPayingDebt(payer);
+  expect(probe.violations).toEqual([]);
+  expect(await stack.settlementStates(payer.address)).toEqual([
+    `confirmed ${SMALL_COST}`,
+    `confirmed ${SMALL_COST}`,
+  ]);
+  await stack.expectLedgerMatchesChain([payer.address]);
 });
 
 /** The smart account itself transfers its whole balance (as its owner could at any time). */

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Hex, parseTransaction, recoverTransactionAddress } from 'viem';
 
 type Mode = 'pass' | 'down' | 'stall';
@@ -8,12 +9,18 @@ type Mode = 'pass' | 'down' | 'stall';
 /**
  * A JSON-RPC proxy in front of a chain node that a test can take down (calls reset, as a dead node
  * or a broken network) or stall (calls unanswered, as an overloaded node), from the next call of
- * a given method on: the failure lands at the exact step of a settlement the test aims at.
+ * a given method on: the failure lands at the exact step of a settlement the test aims at. It can
+ * also slow every call down (a loaded node or a long way to it), each still answered.
  */
 export interface RpcProxy {
   url: string;
-  /** Calls go through (again); stalled calls go on. */
+  /** Calls go through (again), without delay; stalled calls go on. */
   pass(): void;
+  /**
+   * Every call from now on reaches the node `ms` late (and is answered then), until `pass`; stalled
+   * calls go on. A `down` or a stall meanwhile still applies to a call once its delay is over.
+   */
+  slow(ms: number): void;
   /** Every call is reset, stalled ones too, until `pass`. */
   down(): void;
   /** Every call waits unanswered until `pass` (then it goes through) or `down`. */
@@ -59,6 +66,8 @@ type PooledFees = Map<string, { maxFeePerGas: bigint; maxPriorityFeePerGas: bigi
 
 export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
   let mode: Mode = 'pass';
+  /** What each call waits before it goes on (`slow`). */
+  let delayMs = 0;
   let priceBump: number | undefined;
   const misreports = new Map<string, { message: string; done: () => void }>();
   const lags = new Map<string, { left: number; done: () => void }>();
@@ -85,6 +94,7 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
     const called = methodsOf(body);
     methods.push(...called);
     for (const method of called) fire(method, 'before');
+    if (delayMs > 0) await sleep(delayMs);
     while (mode === 'stall') await new Promise<void>((resume) => wake.push(resume));
     if (mode === 'down') {
       req.socket.resetAndDestroy();
@@ -161,7 +171,14 @@ export async function startRpcProxy(targetUrl: string): Promise<RpcProxy> {
 
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    pass: () => setMode('pass'),
+    pass: () => {
+      delayMs = 0;
+      setMode('pass');
+    },
+    slow: (ms) => {
+      delayMs = ms;
+      setMode('pass');
+    },
     down: () => setMode('down'),
     stall: () => setMode('stall'),
     downFrom: (method) => arm(method, 'down', 'before'),

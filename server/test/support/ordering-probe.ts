@@ -12,12 +12,19 @@ import type { Store } from '../../src/store/database.js';
  * A provider endpoint in front of a simulator that checks the ordering rule as each forwarded
  * request arrives, from the ledger and the chain as they are at that moment: every request of
  * the payer that had completed before this one was sent must be paid by a settlement that is
- * confirmed, its transaction mined. No clocks are compared.
+ * confirmed, its transaction mined; and every one of them that the probe forwarded and that was
+ * answered 200 with a stated cost must have its usage record, at that cost (the gateway writes the
+ * record before the answer's last byte goes out, so it exists once the client has the answer: a
+ * missing one is usage lost). No clocks are compared.
  */
 export interface OrderingProbe {
   /** The provider base URL to configure the gateway with. */
   url: string;
-  /** What the gateway forwarded while something owed was unpaid; empty when the rule held. */
+  /**
+   * What the gateway forwarded while something owed was unpaid, or while an earlier answered
+   * request had no usage record (or one at another cost than the answer stated); empty when the
+   * rule held.
+   */
   violations: string[];
   /** Chat requests the provider received. */
   forwarded(): number;
@@ -52,16 +59,26 @@ export interface OrderingProbeOptions {
   publicClient: Pick<PublicClient, 'getTransactionReceipt'>;
 }
 
+/** A request of a payer that completed: its request id, and the cost its answer stated, if it must be recorded. */
+interface Completed {
+  requestId: string;
+  statedPico?: bigint;
+}
+
 const MARKER = /probe:([0-9a-f-]{36})/;
 export const PROBE_MODEL = 'anthropic/claude-sonnet-4.5';
 
 export async function startOrderingProbe(options: OrderingProbeOptions): Promise<OrderingProbe> {
   const violations: string[] = [];
-  /** Per payer: the request ids of its completed requests. */
-  const completed = new Map<Address, string[]>();
+  /** Per payer: its completed requests. */
+  const completed = new Map<Address, Completed[]>();
   /** Per marker: what had completed when that request was sent. */
-  const due = new Map<string, string[]>();
+  const due = new Map<string, Completed[]>();
+  /** The markers of the requests that reached the provider. */
+  const arrived = new Set<string>();
   const paid = new Set<string>();
+  /** Answered requests whose usage record was found at the stated cost. */
+  const recorded = new Set<string>();
   let forwarded = 0;
   let holding = false;
   const waiting: Array<() => void> = [];
@@ -71,15 +88,35 @@ export async function startOrderingProbe(options: OrderingProbeOptions): Promise
   };
 
   const check = async (marker: string) => {
-    const owed = (due.get(marker) ?? []).filter((id) => !paid.has(id));
-    if (owed.length === 0) return;
+    const earlier = due.get(marker) ?? [];
+    const owed = new Set(earlier.filter(({ requestId }) => !paid.has(requestId)).map((c) => c.requestId));
+    const answered = earlier.filter(
+      (c): c is Completed & { statedPico: bigint } =>
+        c.statedPico !== undefined && !recorded.has(c.requestId),
+    );
+    if (owed.size === 0 && answered.length === 0) return;
     const rows = await options.store.db
       .selectFrom('usage_records as u')
       .leftJoin('settlements as s', 's.id', 'u.settlement_id')
-      .select(['u.request_id', 's.status', 's.tx_hash', 's.amount_atomic'])
-      .where('u.request_id', 'in', owed)
+      .select(['u.request_id', 'u.total_pico', 's.status', 's.tx_hash', 's.amount_atomic'])
+      .where('u.request_id', 'in', [...new Set([...owed, ...answered.map((c) => c.requestId)])])
       .execute();
+    const records = new Map(rows.map((row) => [row.request_id, row]));
+    // No usage lost: an answer stating a cost was recorded at that cost before it went out.
+    for (const { requestId, statedPico } of answered) {
+      const record = records.get(requestId);
+      if (!record)
+        violations.push(
+          `forwarded ${marker} while ${requestId}, answered at ${statedPico} pico-USD, had no usage record`,
+        );
+      else if (BigInt(record.total_pico) !== statedPico)
+        violations.push(
+          `forwarded ${marker} while ${requestId}, answered at ${statedPico} pico-USD, was recorded at ${record.total_pico}`,
+        );
+      else recorded.add(requestId);
+    }
     for (const row of rows) {
+      if (!owed.has(row.request_id)) continue;
       if (row.status !== 'confirmed') {
         violations.push(`forwarded ${marker} while ${row.request_id} was ${row.status ?? 'unclaimed'}`);
         continue;
@@ -104,6 +141,7 @@ export async function startOrderingProbe(options: OrderingProbeOptions): Promise
     const marker = MARKER.exec(body)?.[1];
     if (marker) {
       forwarded++;
+      arrived.add(marker);
       await check(marker).catch((error: Error) =>
         violations.push(`could not check ${marker}: ${error.message}`),
       );
@@ -148,7 +186,11 @@ export async function startOrderingProbe(options: OrderingProbeOptions): Promise
       const marker = randomUUID();
       due.set(marker, [...(completed.get(payer) ?? [])]);
       const answer = await send(client, marker, chatOptions.stream === true);
-      if (answer.requestId) completed.set(payer, [...(completed.get(payer) ?? []), answer.requestId]);
+      if (answer.requestId) {
+        // Only an answer the provider gave and the gateway passed on with its cost must be recorded.
+        const statedPico = arrived.has(marker) && answer.status === 200 ? answer.totalPicoUsd : undefined;
+        completed.set(payer, [...(completed.get(payer) ?? []), { requestId: answer.requestId, statedPico }]);
+      }
       return answer;
     },
     async close() {
