@@ -1,4 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
+import { maxHeaderSize } from 'node:http';
+import { connect } from 'node:net';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import type { PaymentRequirements } from '@x402/core/types';
 import fc from 'fast-check';
@@ -23,7 +25,19 @@ import {
   startGateway,
   temporaryDatabase,
 } from '../support/chain-gateway.js';
-import { expectAlive, expectNoServerFault, hostileJson, hostileString, mutated, RUNS } from './hostile.js';
+import {
+  expectAlive,
+  expectNoServerFault,
+  hostileJson,
+  hostileString,
+  mutate,
+  mutated,
+  nestedJson,
+  POISON_KEYS,
+  pathsOf,
+  RUNS,
+  withRawJsonAt,
+} from './hostile.js';
 
 /**
  * Hostile credentials against the whole gateway (buildApp, both payment rails) on a real local
@@ -43,6 +57,8 @@ let anthropic: Simulator<AnthropicStep>;
 let database: ReturnType<typeof temporaryDatabase>;
 let gateway: GatewayUnderTest;
 let jwtSecret: string;
+/** The gateway's BODY_LIMIT_BYTES. */
+let bodyLimit: number;
 /** A real session's access token, and the terms a real authorization is built from. */
 let realToken: string;
 let terms: SessionTerms;
@@ -56,6 +72,7 @@ beforeAll(async () => {
     limits: { rateLimitMax: 1_000_000, sessionMinCapAtomic: 1n, maxInFlightPerPayer: 1_000 },
   });
   jwtSecret = config.jwtSecret;
+  bodyLimit = config.limits.bodyLimitBytes;
   gateway = await startGateway({ ...config, adminToken: ADMIN_TOKEN });
   terms = await fetchTerms(gateway.url);
   realToken = (await authorize(gateway, await newPayer(local, 0))).token;
@@ -76,6 +93,66 @@ function expectRefusedOrServed(res: LightMyRequestResponse, path: string, sent: 
 }
 
 const base64url = (value: string | Buffer) => Buffer.from(value).toString('base64url');
+const base64 = (value: string | Buffer) => Buffer.from(value).toString('base64');
+
+/** A refusal of a body, a header or a field is a 4xx naming it: the message begins with the field. */
+function expectNamed(res: LightMyRequestResponse, field: string | undefined, sent: unknown) {
+  const error = res.json().error as { field?: string; message: string };
+  const context = `${res.body.slice(0, 300)}\nfor ${String(sent).slice(0, 300)}`;
+  expect(error.field, context).toEqual(field === undefined ? expect.any(String) : field);
+  expect(error.message.startsWith(String(error.field)), context).toBe(true);
+}
+
+/** What an answer's headers may add to a request's: the x402 terms, ids, rate limits. */
+const ANSWER_HEAD_ALLOWANCE = 2 * 1024;
+const answerHeadBytes = (res: LightMyRequestResponse) =>
+  Object.entries(res.headers).reduce(
+    (total, [name, value]) => total + name.length + 4 + Buffer.byteLength([value].flat().join(', ')),
+    0,
+  );
+
+/** Kinds of nesting: arrays, objects, objects keyed `__proto__` (which a JSON parser must not take as a prototype). */
+const nestingKind = fc.constantFrom('array' as const, 'object' as const, 'proto' as const);
+/** A kind of nesting and a depth of 1 up to what fills `bytes` of JSON text (thousands of levels). */
+const nesting = (bytes: number) =>
+  nestingKind.chain((kind) =>
+    fc.tuple(
+      fc.constant(kind),
+      fc.integer({ min: 1, max: Math.floor(bytes / nestedJson(1, kind, '').length) }),
+    ),
+  );
+
+/** Object.prototype as the process started: nothing a payload carries may add to it. */
+function expectPrototypesClean(sent: unknown) {
+  for (const key of ['polluted', 'x402Version', 'payload', 'isAdmin'])
+    expect(Object.hasOwn(Object.prototype, key), String(sent).slice(0, 300)).toBe(false);
+  expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+}
+
+/**
+ * Writes a whole request to the gateway's socket; resolves with everything that came back before
+ * the socket closed (or went quiet for a while).
+ */
+function exchangeOnSocket(url: string, bytes: Buffer): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    const socket = connect(Number(port), hostname, () => socket.write(bytes));
+    const done = () => resolve(Buffer.concat(chunks).toString('latin1'));
+    socket.on('data', (chunk) => {
+      chunks.push(chunk);
+      const text = Buffer.concat(chunks).toString('latin1');
+      const head = text.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(text)?.[1];
+      // One whole answer is enough: keep-alive would otherwise hold the socket open.
+      if (head >= 0 && length !== undefined && Buffer.byteLength(text, 'latin1') >= head + 4 + Number(length))
+        socket.destroy();
+    });
+    socket.on('error', done);
+    socket.on('close', done);
+    socket.setTimeout(5_000, () => socket.destroy());
+  });
+}
 
 function jwt(header: object, claims: object, sign: 'right' | 'wrong' | 'none' | 'random'): string {
   const unsigned = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(claims))}`;
@@ -265,6 +342,225 @@ describe('hostile x402 payment proofs', () => {
       { numRuns: RUNS },
     );
   });
+
+  const proofHeaderName = fc.constantFrom('payment-signature', 'x-payment');
+  /** The gateway sets no maxHeaderSize: Node's own (--max-http-header-size, 16 KiB by default) holds. */
+  const headersLimit = () =>
+    (gateway.app.server as { maxHeaderSize?: number }).maxHeaderSize ?? maxHeaderSize;
+  /** The property for a proof header: refused as a 400 naming the header, or a 402, or served. */
+  async function sendProof(name: string, value: string, sent: unknown = value) {
+    const res = await gateway.app.inject({
+      method: 'POST',
+      url: CHAT,
+      headers: { [name]: value },
+      payload: chatBody,
+    });
+    const context = `${res.body.slice(0, 300)}\nfor ${name}: ${String(sent).slice(0, 300)} (${value.length} chars)`;
+    expectRefusedOrServed(res, CHAT, `${name}: ${String(sent).slice(0, 600)}`);
+    expect([200, 400, 402], context).toContain(res.statusCode);
+    if (res.statusCode === 400) expectNamed(res, name.toUpperCase(), sent);
+    // An answer's headers no bigger than the proof sent, but for a fixed allowance: a refusal echoes
+    // (in PAYMENT-REQUIRED) a field of the proof at most once, so an answer to a request Node took
+    // (16 KiB of headers) stays readable by a client with the same limit (Node's fetch).
+    expect(answerHeadBytes(res), context).toBeLessThan(value.length + ANSWER_HEAD_ALLOWANCE);
+    expectPrototypesClean(sent);
+    return res;
+  }
+  /** A valid proof, fresh, as a plain object (the v2 template) or in x402 v1's shape. */
+  const proofShape = fc.constantFrom('v2' as const, 'v1' as const);
+  function proofOf(template: unknown, shape: 'v1' | 'v2'): Record<string, unknown> {
+    const proof = freshNonce(template) as { accepted: { scheme: string; network: string }; payload: unknown };
+    if (shape === 'v2') return proof as unknown as Record<string, unknown>;
+    return {
+      x402Version: 1,
+      scheme: proof.accepted.scheme,
+      network: proof.accepted.network,
+      payload: proof.payload,
+    };
+  }
+  /** Where a hostile value goes in a proof: anywhere it has a value, or a key of its own. */
+  const spotIn = (proof: unknown) =>
+    fc.oneof(
+      fc.nat().map((pick) => {
+        const paths = pathsOf(proof);
+        return paths[pick % paths.length] as Array<string | number>;
+      }),
+      fc.constantFrom(
+        [],
+        ['payload'],
+        // The fields a refusal names (scheme, network, asset, amount), in either version's place.
+        ['scheme'],
+        ['network'],
+        ['accepted', 'scheme'],
+        ['accepted', 'network'],
+        ['accepted', 'asset'],
+        ['accepted', 'amount'],
+        ['extension'],
+        ['payload', 'extra'],
+        ['payload', 'authorization', 'extra'],
+        ['accepted', 'extra', 'x'],
+      ),
+    );
+  /** A fresh proof in the header of its version (v2 in PAYMENT-SIGNATURE, v1 in X-PAYMENT), and a spot in it. */
+  const proofAndSpot = fc.tuple(fc.nat({ max: 11 }), proofShape).chain(([index, shape]) => {
+    const proof = proofOf(templates[index], shape);
+    const name = shape === 'v2' ? 'payment-signature' : 'x-payment';
+    return fc.tuple(fc.constant(name), fc.constant(proof), spotIn(proof));
+  });
+
+  test('proof headers of 8 KB to 60 KB: padded proofs, long base64, long JSON', async () => {
+    const size = fc.integer({ min: 8 * 1024, max: 60 * 1024 });
+    const largeHeader = fc.oneof(
+      fc.tuple(proofAndSpot, size).map(([[name, proof, spot], bytes]) => {
+        const padding = JSON.stringify('A'.repeat(Math.floor((bytes * 3) / 4)));
+        return [name, base64(withRawJsonAt(proof, spot, padding))] as const;
+      }),
+      fc
+        .tuple(proofHeaderName, size)
+        .map(([name, bytes]) => [name, base64(randomBytes(Math.floor((bytes * 3) / 4)))] as const),
+      fc
+        .tuple(proofHeaderName, size, fc.constantFrom('A', '=', '/', '+', '{', '0'))
+        .map(([name, bytes, unit]) => [name, unit.repeat(bytes)] as const),
+      fc
+        .tuple(proofHeaderName, size)
+        .map(
+          ([name, bytes]) => [name, base64(JSON.stringify('x'.repeat(Math.floor((bytes * 3) / 4))))] as const,
+        ),
+    );
+    await fc.assert(
+      fc.asyncProperty(largeHeader, async ([name, value]) => {
+        await sendProof(name, value);
+      }),
+      { numRuns: Math.ceil(RUNS / 6) },
+    );
+  });
+
+  test('proof headers of 8 KB to 60 KB on the wire: 431 in the envelope past the headers limit, else an answer', async () => {
+    const limit = headersLimit();
+    const body = JSON.stringify(chatBody);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 8 * 1024, max: 60 * 1024 }),
+        proofHeaderName,
+        async (bytes, name) => {
+          const value = base64(randomBytes(Math.floor((bytes * 3) / 4)));
+          const head =
+            `POST ${CHAT} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n` +
+            `content-length: ${Buffer.byteLength(body)}\r\n${name}: ${value}\r\n\r\n`;
+          const answer = await exchangeOnSocket(gateway.url, Buffer.from(`${head}${body}`));
+          const context = `${answer.slice(0, 400)}\nfor ${name} of ${value.length} chars`;
+          const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]);
+          const envelope = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+          expect(envelope, context).toMatchObject({ data: null, error: { code: expect.any(String) } });
+          expect(envelope.error.message.length, context).toBeGreaterThan(0);
+          // Node counts the head a little differently from its bytes (line ends): a band either way.
+          if (head.length > limit + 64 || (status === 431 && head.length > limit - 64)) {
+            expect(status, context).toBe(431);
+            expect(envelope.error.code, context).toBe('payload_too_large');
+          } else {
+            // Random base64 is no proof: refused naming the header.
+            expect(status, context).toBe(400);
+            expect(envelope.error.field, context).toBe(name.toUpperCase());
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+    expect((await fetch(`${gateway.url}/v1/models`)).status).toBe(200);
+  });
+
+  test('a long field the refusal names, up to past the headers limit: fetch reads the answer (402, or 431 past it)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(
+          ['accepted', 'scheme'],
+          ['accepted', 'network'],
+          ['accepted', 'asset'],
+          ['accepted', 'amount'],
+        ),
+        // A header of 6 KB up to past the headers limit (16 KiB by default).
+        fc.integer({ min: 4 * 1024, max: 12 * 1024 }),
+        async (spot, length) => {
+          const proof = withRawJsonAt(proofOf(templates[0], 'v2'), spot, JSON.stringify('9'.repeat(length)));
+          const header = base64(proof);
+          const sent = `${spot.join('.')} of ${length} chars (a header of ${header.length})`;
+          // Node's fetch refuses an answer whose headers pass its limit (UND_ERR_HEADERS_OVERFLOW), as
+          // a proxy would (with a 502): a refusal echoing the field must stay within what was sent.
+          const res = await fetch(`${gateway.url}${CHAT}`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'payment-signature': header },
+            body: JSON.stringify(chatBody),
+          }).catch((error: Error & { cause?: { code?: string } }) => {
+            throw new Error(`fetch failed (${error.cause?.code ?? error.message}) for ${sent}`);
+          });
+          const body = await res.json();
+          const context = `${JSON.stringify(body).slice(0, 300)}\nfor ${sent}`;
+          expect(body, context).toMatchObject({ data: null, error: { code: expect.any(String) } });
+          // fetch's own headers (user-agent, accept…) count too: near the limit, either answer.
+          if (header.length >= headersLimit()) expect(res.status, context).toBe(431);
+          else if (header.length < headersLimit() - 1_024) expect([400, 402], context).toContain(res.status);
+          else expect([400, 402, 431], context).toContain(res.status);
+        },
+      ),
+      { numRuns: 12 },
+    );
+  });
+
+  test('base64 of JSON nested thousands of levels deep, at the top and anywhere inside the proof', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        proofAndSpot,
+        // Up to a 60 KB header, once in base64.
+        nesting((60 * 1024 * 3) / 4 - 1_000),
+        async ([name, proof, spot], [kind, depth]) => {
+          const json = withRawJsonAt(proof, spot, nestedJson(depth, kind));
+          await sendProof(name, base64(json), json);
+        },
+      ),
+      { numRuns: Math.ceil(RUNS / 3) },
+    );
+  });
+
+  test('base64 of huge arrays, at the top and anywhere inside the proof', async () => {
+    const hugeArray = fc
+      .tuple(
+        fc.integer({ min: 1_000, max: 20_000 }),
+        fc.constantFrom('0', '{}', '[]', '"0x"', 'null', '1e308'),
+      )
+      .map(([length, item]) => `[${Array.from({ length }, () => item).join(',')}]`);
+    await fc.assert(
+      fc.asyncProperty(proofAndSpot, fc.boolean(), hugeArray, async ([name, proof, spot], atTop, array) => {
+        const json = atTop ? array : withRawJsonAt(proof, spot, array);
+        await sendProof(name, base64(json), json);
+      }),
+      { numRuns: Math.ceil(RUNS / 6) },
+    );
+  });
+
+  test('__proto__, constructor and prototype keys anywhere in the proof: no prototype is touched', async () => {
+    const poison = fc.oneof(
+      fc.constant({ polluted: 'yes', x402Version: 2, isAdmin: true }),
+      fc.constant({ prototype: { polluted: 'yes' } }),
+      fc.constantFrom(...templates).map((template) => ({ ...(template as object), polluted: 'yes' })),
+      hostileJson,
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        proofAndSpot,
+        fc.constantFrom(...POISON_KEYS),
+        poison,
+        async ([name, proof, spot], key, value) => {
+          const json = JSON.stringify(mutate(proof, spot, { op: 'add', key, value }));
+          await sendProof(name, base64(json), json);
+          // And the poison as the whole proof, its real fields beside it.
+          const top = `{"${key}":${JSON.stringify(proof)},${JSON.stringify(proof).slice(1)}`;
+          await sendProof(name, base64(top), top);
+        },
+      ),
+      { numRuns: Math.ceil(RUNS / 3) },
+    );
+    await expectAlive(gateway.app);
+  });
 });
 
 describe('hostile session authorizations', () => {
@@ -305,6 +601,170 @@ describe('hostile session authorizations', () => {
           payload: JSON.stringify(sent) ?? 'null',
         });
         expectRefusedOrServed(res, '/v1/authorize', { sent, header });
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  const AUTHORIZE = '/v1/authorize';
+  const postAuthorize = (payload: string | Buffer, contentType: string | undefined = 'application/json') =>
+    gateway.app.inject({
+      method: 'POST',
+      url: AUTHORIZE,
+      headers: {
+        'x-authorization-signature': signature,
+        ...(contentType === undefined ? {} : { 'content-type': contentType }),
+      },
+      payload,
+    });
+  /** The field a refusal of a value at `path` names: the path itself, or a part of it, or inside it. */
+  const fieldOf = (path: Array<string | number>) =>
+    path.reduce<string>(
+      (field, key) => (typeof key === 'number' ? `${field}[${key}]` : field ? `${field}.${key}` : key),
+      '',
+    );
+
+  test('POST /v1/authorize: JSON nested thousands of levels deep, at the top and inside the delegation', async () => {
+    const spots: Array<Array<string | number>> = [
+      ...pathsOf(body),
+      ['extra'],
+      ['delegation', 'extra'],
+      ['delegation', 'signature'],
+      ['delegation', 'caveats', 0, 'args'],
+      ['delegation', 'caveats', 0, 'extra'],
+    ];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...spots),
+        // Up to past the body limit (64 KiB in the tests).
+        nesting(96 * 1024),
+        async (spot, [kind, depth]) => {
+          const payload = withRawJsonAt(body, spot, nestedJson(depth, kind));
+          const res = await postAuthorize(payload);
+          const context = `${res.body.slice(0, 300)}\nfor ${kind} x ${depth} at ${fieldOf(spot) || 'the top'}`;
+          expectRefusedOrServed(res, AUTHORIZE, context);
+          if (Buffer.byteLength(payload) > bodyLimit) {
+            expect(res.statusCode, context).toBe(413);
+            expect(res.json().error.code, context).toBe('payload_too_large');
+          } else if (kind === 'proto') {
+            expect(res.statusCode, context).toBe(400);
+            expect(res.json().error.code, context).toBe('invalid_json');
+          } else {
+            expect(res.statusCode, context).toBe(400);
+            expect(res.json().error.code, context).toBe('validation_error');
+            expectNamed(res, undefined, context);
+            const named = res.json().error.field as string;
+            const at = fieldOf(spot);
+            if (spot.length > 0)
+              expect(named === 'body' || at.startsWith(named) || named.startsWith(at), context).toBe(true);
+          }
+        },
+      ),
+      { numRuns: Math.ceil(RUNS / 3) },
+    );
+  });
+
+  test('POST /v1/authorize: bodies around and far past BODY_LIMIT_BYTES are 413', async () => {
+    const overhead = Buffer.byteLength(withRawJsonAt(body, ['delegation', 'pad'], '""'));
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(fc.integer({ min: -128, max: 128 }), fc.integer({ min: 129, max: 4 * 64 * 1024 })),
+        fc.constantFrom('x', 'é', '€', '😀'),
+        async (delta, unit) => {
+          const units = Math.max(0, Math.floor((bodyLimit - overhead + delta) / Buffer.byteLength(unit)));
+          const payload = withRawJsonAt(body, ['delegation', 'pad'], JSON.stringify(unit.repeat(units)));
+          const res = await postAuthorize(payload);
+          const context = `${res.body.slice(0, 300)}\nfor ${Buffer.byteLength(payload)} bytes (limit ${bodyLimit})`;
+          expectRefusedOrServed(res, AUTHORIZE, context);
+          if (Buffer.byteLength(payload) > bodyLimit) {
+            expect(res.statusCode, context).toBe(413);
+            expect(res.json().error.code, context).toBe('payload_too_large');
+          } else {
+            expect(res.statusCode, context).toBe(400);
+            expectNamed(res, 'delegation.pad', context);
+          }
+        },
+      ),
+      { numRuns: Math.ceil(RUNS / 6) },
+    );
+  });
+
+  test('POST /v1/authorize: bytes that are not JSON, under any content type', async () => {
+    const jsonTypes = new Set(['application/json', 'application/json; charset=utf-8', 'Application/JSON']);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 2048 }).map((bytes) => Buffer.from(bytes)),
+          fc
+            .constantFrom(
+              '{',
+              '{"chainId":1,',
+              '\ufeff{}',
+              'chainId=1&delegation=x',
+              '<xml/>',
+              "{'a':1}",
+              'NaN',
+              '\u0000',
+            )
+            .map((text) => Buffer.from(text)),
+        ),
+        fc.constantFrom(
+          ...jsonTypes,
+          'application/json; charset=utf-16',
+          'application/json; charset=latin1',
+          'application/merge-patch+json',
+          'application/x-www-form-urlencoded',
+          'text/plain',
+          'application/octet-stream',
+          'multipart/form-data; boundary=x',
+        ),
+        async (bytes, contentType) => {
+          const res = await postAuthorize(bytes, contentType);
+          const sent = `${contentType}: ${bytes.toString('hex').slice(0, 200)}`;
+          const context = `${res.body.slice(0, 300)}\nfor ${sent}`;
+          expectRefusedOrServed(res, AUTHORIZE, sent);
+          const code = res.json().error.code;
+          if (!jsonTypes.has(contentType)) {
+            expect(res.statusCode, context).toBe(415);
+            expect(code, context).toBe('unsupported_media_type');
+            return;
+          }
+          expect(res.statusCode, context).toBe(400);
+          let parses = true;
+          try {
+            JSON.parse(bytes.toString('utf8').replace(/^\ufeff/, ''));
+          } catch {
+            parses = false;
+          }
+          expect(code, context).toBe(parses ? 'validation_error' : 'invalid_json');
+        },
+      ),
+      { numRuns: RUNS },
+    );
+  });
+
+  test('POST /v1/authorize: arrays, strings, numbers, booleans and null as the body', async () => {
+    const notAnObject = fc.oneof(
+      fc.array(hostileJson, { maxLength: 8 }),
+      fc.constantFrom([body], [[body]], [body.delegation]),
+      hostileString,
+      fc.double(),
+      fc.integer(),
+      fc.bigInt().map((n) => n.toString()),
+      fc.constantFrom(true, false, null),
+    );
+    await fc.assert(
+      fc.asyncProperty(notAnObject, async (value) => {
+        const payload =
+          typeof value === 'string' && /^-?\d+$/.test(value) ? value : (JSON.stringify(value) ?? 'null');
+        const res = await postAuthorize(payload);
+        const context = `${res.body.slice(0, 300)}\nfor ${payload.slice(0, 300)}`;
+        expectRefusedOrServed(res, AUTHORIZE, payload);
+        expect(res.statusCode, context).toBe(400);
+        // A prototype-poisoning key is refused as the JSON parser reads it, before the schema.
+        if (/"(__proto__|constructor)":/.test(payload) && res.json().error.code === 'invalid_json') return;
+        expect(res.json().error, context).toMatchObject({ code: 'validation_error', field: 'body' });
+        expect(res.json().error.message, context).toBe('body must be an object');
       }),
       { numRuns: RUNS },
     );

@@ -110,11 +110,21 @@ export const hostileJson: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>(
   ),
 })).value;
 
-/** `depth` nested arrays (or objects) around `inner`, as JSON text: built as text, so any depth is cheap. */
-export function nestedJson(depth: number, kind: 'array' | 'object', inner = '1'): string {
-  return kind === 'array'
-    ? `${'['.repeat(depth)}${inner}${']'.repeat(depth)}`
-    : `${'{"a":'.repeat(depth)}${inner}${'}'.repeat(depth)}`;
+/**
+ * `depth` nested arrays (or objects, or objects keyed `__proto__`) around `inner`, as JSON text:
+ * built as text, so any depth is cheap.
+ */
+export function nestedJson(depth: number, kind: 'array' | 'object' | 'proto', inner = '1'): string {
+  if (kind === 'array') return `${'['.repeat(depth)}${inner}${']'.repeat(depth)}`;
+  const key = kind === 'proto' ? '__proto__' : 'a';
+  return `${`{"${key}":`.repeat(depth)}${inner}${'}'.repeat(depth)}`;
+}
+
+/** `template` as JSON text with the value at `path` (set or added) replaced by the JSON text `raw`. */
+export function withRawJsonAt(template: unknown, path: ReadonlyArray<string | number>, raw: string): string {
+  const marker = '\u0000raw-json-marker\u0000';
+  const text = JSON.stringify(mutate(template, path, { op: 'replace', value: marker }));
+  return text.replace(JSON.stringify(marker), () => raw);
 }
 
 /** Every path to a value inside `value` (the root is []). */
@@ -134,7 +144,7 @@ export type Mutation =
   | { op: 'add'; key: string; value: unknown };
 
 /** A copy of `template` with the value at `path` replaced, deleted, or given an extra key. */
-export function mutate(template: unknown, path: Array<string | number>, mutation: Mutation): unknown {
+export function mutate(template: unknown, path: ReadonlyArray<string | number>, mutation: Mutation): unknown {
   if (path.length === 0) {
     if (mutation.op === 'replace') return mutation.value;
     if (
