@@ -279,6 +279,16 @@ describe('a proof that does not pay what is owed', () => {
     },
   );
 
+  test("a refusal quotes the client's text cut short: its headers do not grow with what was sent", async () => {
+    const proof = decodePaymentSignatureHeader(await proofFor(payer, SMALL_COST));
+    const long = { ...proof, accepted: { ...proof.accepted, network: `eip155:${'9'.repeat(1_993)}` } };
+    const response = await sendProof('PAYMENT-SIGNATURE', encodePaymentSignatureHeader(long as typeof proof));
+    expect(response.status).toBe(402);
+    expect(requiredOf(response.headers).error).toMatch(
+      /^the proof pays on network eip155:9{73}…; this gateway accepts eip155:31337$/,
+    );
+  });
+
   test('a signature for another chain, presented as one for this chain, fails verification', async () => {
     const header = await proofFor(payer, SMALL_COST, (a) => ({ ...a, network: 'eip155:8453' }));
     const payload = JSON.parse(Buffer.from(header, 'base64').toString());

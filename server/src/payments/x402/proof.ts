@@ -114,19 +114,19 @@ export function readProof(headers: IncomingHttpHeaders): PaymentProof {
 export function proofMismatch(proof: PaymentProof, terms: X402Terms, nowSeconds: bigint): string | undefined {
   const { authorization, accepted } = proof;
   if (proof.scheme !== 'exact')
-    return `the proof uses the "${proof.scheme}" scheme; this gateway accepts "exact"`;
+    return `the proof uses the "${quoted(proof.scheme)}" scheme; this gateway accepts "exact"`;
   const networks = proof.version === 1 ? [terms.network, v1NetworkName(terms)] : [terms.network];
   if (!networks.includes(proof.network))
-    return `the proof pays on network ${proof.network}; this gateway accepts ${terms.network}`;
+    return `the proof pays on network ${quoted(proof.network)}; this gateway accepts ${terms.network}`;
   if (accepted && !sameAddress(accepted.asset, terms.asset))
-    return `the proof pays in asset ${accepted.asset}; this gateway accepts ${terms.asset} (USDC)`;
+    return `the proof pays in asset ${quoted(accepted.asset)}; this gateway accepts ${terms.asset} (USDC)`;
   if (
     !isAddressEqual(authorization.to, terms.payTo) ||
     (accepted && !sameAddress(accepted.payTo, terms.payTo))
   )
     return `the proof pays ${authorization.to}; payments go to the treasury ${terms.payTo}`;
   if (accepted && accepted.amount !== authorization.value.toString())
-    return `the proof accepts an amount of ${accepted.amount} but its authorization transfers ${authorization.value}`;
+    return `the proof accepts an amount of ${quoted(accepted.amount)} but its authorization transfers ${authorization.value}`;
   const latest = nowSeconds + BigInt(terms.maxTimeoutSeconds) + VALIDITY_SLACK_SECONDS;
   if (authorization.validBefore > latest)
     return `the authorization stays valid until ${authorization.validBefore}; it must expire within ${terms.maxTimeoutSeconds} seconds`;
@@ -145,6 +145,17 @@ export function facilitatorInput(
   const accepted = proof.accepted ?? requirements;
   return { payload: { x402Version: 2, accepted, payload: proof.payload }, requirements };
 }
+
+/**
+ * A client's string as a refusal quotes it (in its message and the PAYMENT-REQUIRED header): cut
+ * past the length of any value it could rightly hold (an amount of 2^256, a CAIP-2 network), so a
+ * long one cannot swell the answer's headers past what proxies and clients read.
+ */
+function quoted(value: string): string {
+  return value.length <= QUOTED_LENGTH ? value : `${value.slice(0, QUOTED_LENGTH)}…`;
+}
+
+const QUOTED_LENGTH = 80;
 
 /** Whether `given`, a string from a client or a facilitator, is the address `expected`. */
 export function sameAddress(given: string, expected: Address): boolean {
