@@ -27,15 +27,16 @@ export function stackBanner(facts: LocalStackFacts, factsPath: string, ownerUsdc
       (o, i) => `  ${i + 1}. owner ${o.address}  key ${o.privateKey}\n     smart account ${o.smartAccount}`,
     ),
   ];
-  if (owner) lines.push('', 'Try it:', ...example(facts.gatewayUrl, owner.privateKey));
+  if (owner) lines.push('', 'Try it:', ...example(facts.gatewayUrl, facts.rpcUrl, owner.privateKey));
   return `${lines.join('\n')}\n`;
 }
 
-function example(gatewayUrl: string, ownerKey: string): string[] {
+/** Names the chain's RPC too: pasted elsewhere, the command may not find this stack's facts file (DATA_DIR). */
+function example(gatewayUrl: string, rpcUrl: string, ownerKey: string): string[] {
   const body = JSON.stringify({ model: EXAMPLE_MODEL, messages: [{ role: 'user', content: 'Hello there' }] });
   return [
     "  # 1. authorize a session (signs a delegation for the owner's smart account) and keep the token",
-    `  TOKEN=$(npm run -s authorize -- --gateway ${gatewayUrl} --owner-key ${ownerKey} | node -pe 'JSON.parse(require("fs").readFileSync(0)).token')`,
+    `  TOKEN=$(npm run -s authorize -- --gateway ${gatewayUrl} --rpc ${rpcUrl} --owner-key ${ownerKey} | node -pe 'JSON.parse(require("fs").readFileSync(0)).token')`,
     '',
     '  # 2. call the gateway with it',
     `  curl -s ${gatewayUrl}/v1/chat/completions -H "authorization: Bearer $TOKEN" \\`,

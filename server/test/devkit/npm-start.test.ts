@@ -64,11 +64,10 @@ describe('npm start', () => {
       expect(banner).toContain(owner.privateKey);
       expect(banner).toContain(owner.smartAccount);
     }
-    expect(banner).toContain(
-      `npm run -s authorize -- --gateway ${facts.gatewayUrl} --owner-key ${facts.testOwners[0]?.privateKey}`,
-    );
-    expect(banner).toContain(`curl -s ${facts.gatewayUrl}/v1/chat/completions`);
     expect(banner).toContain(`new OpenAI({ baseURL: '${facts.gatewayUrl}/v1'`);
+    // The example works as pasted into another shell, one that does not know the stack's DATA_DIR.
+    const answer = JSON.parse(await runShell(exampleCommands(banner)));
+    expect(answer.choices[0].message.content).toBe('echo: Hello there');
 
     const health = await fetch(`${facts.gatewayUrl}/health`);
     expect(health.status).toBe(200);
@@ -96,6 +95,32 @@ describe('npm start', () => {
     expect(started.stderr()).toContain('stopped');
   });
 });
+
+/** The banner's shell example: from its first step to the openai client's, which is not shell. */
+function exampleCommands(banner: string): string {
+  const start = banner.indexOf('# 1.');
+  const end = banner.indexOf('# or with the openai client');
+  expect(start).toBeGreaterThan(-1);
+  expect(end).toBeGreaterThan(start);
+  return banner.slice(start, end);
+}
+
+/** Runs `script` with bash from the repository root, without DATA_DIR; resolves with its stdout. */
+async function runShell(script: string): Promise<string> {
+  const { DATA_DIR: _dataDir, ...env } = process.env;
+  const child = spawn('bash', ['-euo', 'pipefail', '-c', script], { cwd: repoRoot, env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const [code] = await once(child, 'exit');
+  if (code !== 0) throw new Error(`the banner's example exited ${code}:\n${stderr}`);
+  return stdout;
+}
 
 async function waitUntil(condition: () => boolean): Promise<void> {
   while (!condition()) await new Promise((resolve) => setTimeout(resolve, 50));
