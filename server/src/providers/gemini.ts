@@ -13,8 +13,8 @@
  *   system instruction, the schema written into it.
  * - `max_tokens` defaults to the catalog's `defaultMaxTokens`, so the cost of a request stays bounded.
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
- *   implies; data URLs go as `inlineData`, in the types Gemini takes (PNG, JPEG, WebP, HEIC, HEIF):
- *   another is a 400 naming the part.
+ *   implies; data URLs go as `inlineData`. Either in the types Gemini takes (PNG, JPEG, WebP, HEIC,
+ *   HEIF): another (a `.gif` URL too) is a 400 naming the part.
  * - `reasoning_effort` is a `thinkingBudget`, as Google's OpenAI-compatible endpoint maps it for
  *   Gemini 2.5 (ignored, Gemini would think as much as it likes, billed to the payer). `none` turns
  *   thinking off: a 400 naming the field for models that cannot (2.5 Pro, Gemini 3), as is `xhigh`,
@@ -28,6 +28,8 @@
  *   enabled for models/gemini-2.5-flash"); only 2.0 models took them.
  * - Empty texts are left out (Gemini refuses empty text parts and empty turns), and messages left
  *   empty with them; a conversation with no turn left is a 400 before any payment.
+ * - `parallel_tool_calls: false` has no Gemini setting: the answer keeps only its first function call
+ *   (the others' tokens are still billed, as Gemini generated them).
  * - A function call's thought signature (Gemini 3 refuses a conversation whose current turn lacks
  *   them) travels as Google's OpenAI-compatible endpoint carries it: the tool call's
  *   `extra_content.google.thought_signature`, out in the answer and back in the assistant message.
@@ -114,9 +116,14 @@ export function geminiFamily(apiKey: string | undefined): ProviderFamily {
       headers: auth,
       body: geminiRequestBody(call.request, call.model),
     }),
-    completion: (body) => geminiCompletion(body as GeminiResponse),
-    streamDecoder: () => new GeminiStreamDecoder(),
+    completion: (body, call) => geminiCompletion(body as GeminiResponse, oneCallOnly(call.request)),
+    streamDecoder: (call) => new GeminiStreamDecoder(oneCallOnly(call.request)),
   };
+}
+
+/** OpenAI's `parallel_tool_calls: false`: at most one tool call a turn, which agent frameworks rely on. */
+function oneCallOnly(request: ChatRequest): boolean {
+  return request.parallel_tool_calls === false;
 }
 
 export function geminiRequestBody(request: ChatRequest, model: CatalogModel): ProviderRequest['body'] {
@@ -259,9 +266,12 @@ function contentParts(message: ChatMessage, at: string): GeminiPart[] {
   if (typeof content === 'string') return content !== '' ? [{ text: content }] : [];
   return content.flatMap((part, j): GeminiPart[] => {
     if (part.type === 'text') return part.text !== '' ? [{ text: part.text }] : [];
-    const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`, INLINE_IMAGES);
+    const field = `${at}.content[${j}].image_url.url`;
+    const source = imageSource(part.image_url.url, field, INLINE_IMAGES);
     if (source.kind === 'inline') return [{ inlineData: { mimeType: source.mediaType, data: source.data } }];
-    return [{ fileData: { fileUri: source.url, mimeType: mediaTypeOfUrl(source.url) } }];
+    return [
+      { fileData: { fileUri: source.url, mimeType: mediaTypeOfUrl(source.url, field, INLINE_IMAGES) } },
+    ];
   });
 }
 
@@ -281,7 +291,7 @@ function functionResponse(text: string): Record<string, unknown> {
   }
 }
 
-export function geminiCompletion(body: GeminiResponse): ProviderCompletion {
+export function geminiCompletion(body: GeminiResponse, oneCallOnly: boolean): ProviderCompletion {
   const candidate = body.candidates?.[0];
   let text = '';
   const toolCalls: ToolCall[] = [];
@@ -289,6 +299,7 @@ export function geminiCompletion(body: GeminiResponse): ProviderCompletion {
     if ('text' in part && !part.thought) text += part.text;
     else if ('functionCall' in part) toolCalls.push(toolCallOf(part));
   }
+  if (oneCallOnly) toolCalls.splice(1);
   const blocked = candidate === undefined && body.promptFeedback?.blockReason !== undefined;
   const usage = geminiUsage(body.usageMetadata, true);
   if (candidate?.finishReason && FAILED_CALLS.has(candidate.finishReason))
@@ -367,6 +378,9 @@ export class GeminiStreamDecoder implements StreamDecoder {
   private toolCalls = 0;
   private finishReason: string | undefined;
 
+  /** `oneCallOnly`: the function calls after the first are not relayed (`parallel_tool_calls: false`). */
+  constructor(private readonly oneCallOnly = false) {}
+
   usage(): MeteredUsage {
     return { ...this.metered };
   }
@@ -382,6 +396,7 @@ export class GeminiStreamDecoder implements StreamDecoder {
       if ('text' in part && !part.thought && part.text !== '')
         parts.push({ type: 'delta', content: part.text });
       else if ('functionCall' in part) {
+        if (this.oneCallOnly && this.toolCalls > 0) continue;
         const call = toolCallOf(part);
         parts.push({ type: 'delta', toolCalls: [{ index: this.toolCalls++, ...call }] });
       }

@@ -11,7 +11,7 @@ const TYPE_LIST = new Intl.ListFormat('en', { type: 'disjunction' });
 
 const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*),(.*)$/s;
 
-/** The media types a provider takes inline images in (others it refuses), and its name for the 400. */
+/** The media types a provider takes images in (others it refuses), and its name for the 400. */
 export interface InlineImageTypes {
   provider: string;
   mediaTypes: readonly string[];
@@ -30,14 +30,16 @@ export function imageSource(url: string, field: string, inline: InlineImageTypes
   // `image/jpg` is a common slip for the registered `image/jpeg`, which providers insist on.
   const mediaType = lowercase === 'image/jpg' ? 'image/jpeg' : lowercase;
   if (!inline.mediaTypes.includes(mediaType))
-    throw new UntranslatableRequestError(
-      field,
-      `must be a data URL of type ${TYPE_LIST.format(inline.mediaTypes)} for ${inline.provider} models`,
-    );
+    throw new UntranslatableRequestError(field, `must be a data URL ${takenTypes(inline)}`);
   const data = parameters.split(';').some((parameter) => parameter.toLowerCase() === 'base64')
     ? payload
     : percentDecoded(payload).toString('base64');
   return { kind: 'inline', mediaType, data };
+}
+
+/** The image types a provider takes, as a 400 states them. */
+function takenTypes(taken: InlineImageTypes): string {
+  return `of type ${TYPE_LIST.format(taken.mediaTypes)} for ${taken.provider} models`;
 }
 
 /** The bytes a data URL's body stands for (the Fetch standard): `%XX` is one byte, any other text its UTF-8. */
@@ -63,15 +65,28 @@ const BY_EXTENSION: Record<string, string> = {
   gif: 'image/gif',
   heic: 'image/heic',
   heif: 'image/heif',
+  avif: 'image/avif',
+  bmp: 'image/bmp',
+  svg: 'image/svg+xml',
+  tif: 'image/tiff',
+  tiff: 'image/tiff',
 };
 
 /**
  * The media type of an image URL by its file extension, for providers that want one declared
- * (Gemini's fileData); JPEG, the commonest, when the extension says nothing.
+ * (Gemini's fileData); JPEG, the commonest, when the extension says nothing. An extension naming
+ * a type the provider does not take is a 400 naming the part (`field`), as a data URL of that type is:
+ * sent, the provider would refuse it, a 502 that clients retry.
  */
-export function mediaTypeOfUrl(url: string): string {
+export function mediaTypeOfUrl(url: string, field: string, taken: InlineImageTypes): string {
   const extension = /\.([a-z0-9]+)$/i.exec(new URL(url).pathname)?.[1];
-  return (extension && BY_EXTENSION[extension.toLowerCase()]) || 'image/jpeg';
+  const mediaType = (extension && BY_EXTENSION[extension.toLowerCase()]) || 'image/jpeg';
+  if (!taken.mediaTypes.includes(mediaType))
+    throw new UntranslatableRequestError(
+      field,
+      `must be an image URL ${takenTypes(taken)} (its extension .${extension} says ${mediaType})`,
+    );
+  return mediaType;
 }
 
 /** A tool call id for providers that give none (`call_` + 24 hex digits, like OpenAI's). */

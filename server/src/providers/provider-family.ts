@@ -36,8 +36,9 @@ export interface StreamDecoder {
 export interface ProviderFamily {
   /** Throws UntranslatableRequestError for a request the provider cannot express. */
   request(call: ProviderCall, stream: boolean): ProviderRequest;
-  completion(body: unknown): ProviderCompletion;
-  streamDecoder(): StreamDecoder;
+  /** The answer to `call` (which some families need to read it as the client asked). */
+  completion(body: unknown, call: ProviderCall): ProviderCompletion;
+  streamDecoder(call: ProviderCall): StreamDecoder;
   /** Whether the provider gives token log probabilities; a request for them to one that does not is refused. */
   logprobs?: boolean;
 }
@@ -63,7 +64,7 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
       return async () => {
         const body = await upstream.post(request);
         try {
-          return family.completion(JSON.parse(await body.text()));
+          return family.completion(JSON.parse(await body.text()), call);
         } catch (error) {
           throw failure(error);
         }
@@ -72,13 +73,13 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
 
     prepareStream(call) {
       const request = translate(call, true);
-      return () => streamOf(request);
+      return () => streamOf(request, call);
     },
   };
 
-  async function streamOf(request: UpstreamRequest): Promise<ProviderStream> {
+  async function streamOf(request: UpstreamRequest, call: ProviderCall): Promise<ProviderStream> {
     const body = await upstream.post(request);
-    const decoder = family.streamDecoder();
+    const decoder = family.streamDecoder(call);
     const parts = async function* (): AsyncGenerator<StreamPart[]> {
       try {
         for await (const events of serverSentEvents(body)) {

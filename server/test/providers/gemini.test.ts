@@ -221,6 +221,74 @@ describe('Gemini behind /v1/chat/completions', () => {
     );
   });
 
+  /** The tool calls a client gets, and its finish reason and usage, streamed or not. */
+  const answered = async (stream: boolean, parallel: boolean | undefined) => {
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Oslo and Rome?' }],
+      tools: [weatherTool],
+      ...(parallel !== undefined && { parallel_tool_calls: parallel }),
+      stream,
+    });
+    if (!('choices' in answer)) {
+      const chunks = await collect(answer);
+      return {
+        calls: chunks.flatMap((chunk) => chunk.choices[0]?.delta.tool_calls ?? []),
+        finishReason: chunks.filter((chunk) => chunk.choices.length > 0).at(-1)!.choices[0]!.finish_reason,
+        usage: chunks.at(-1)!.usage,
+      };
+    }
+    const { message, finish_reason } = answer.choices[0]!;
+    return { calls: message.tool_calls ?? [], finishReason: finish_reason, usage: answer.usage };
+  };
+  const twoCalls = {
+    toolCalls: [
+      { name: 'get_weather', arguments: { city: 'Oslo' } },
+      { name: 'get_weather', arguments: { city: 'Rome' } },
+    ],
+    usage: { promptTokenCount: 12, candidatesTokenCount: 16 },
+  };
+
+  test.each([false, true])(
+    'parallel_tool_calls false (stream: %s): only the first of the calls Gemini made reaches the client, all billed',
+    async (stream) => {
+      h.gemini.script(twoCalls);
+      const { calls, finishReason, usage } = await answered(stream, false);
+      expect(calls).toEqual([
+        expect.objectContaining({
+          id: expect.stringMatching(/^call_/),
+          type: 'function',
+          function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
+        }),
+      ]);
+      expect(finishReason).toBe('tool_calls');
+      expect(usage).toMatchObject({ prompt_tokens: 12, completion_tokens: 16 });
+      expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+        { inputTokens: 12, outputTokens: 16, exact: true },
+      ]);
+      expect((usage as unknown as { cost: unknown }).cost).toEqual(statedCost(h.recorder.entries[0]!));
+    },
+  );
+
+  test.each([
+    [false, true],
+    [false, undefined],
+    [true, true],
+    [true, undefined],
+  ])(
+    'parallel_tool_calls not false (stream: %s, parallel_tool_calls: %s): every call reaches the client',
+    async (stream, parallel) => {
+      h.gemini.script(twoCalls);
+      const { calls, finishReason } = await answered(stream, parallel);
+      expect(calls).toEqual(
+        ['{"city":"Oslo"}', '{"city":"Rome"}'].map((args) =>
+          expect.objectContaining({ function: { name: 'get_weather', arguments: args } }),
+        ),
+      );
+      expect(finishReason).toBe('tool_calls');
+    },
+  );
+
   test('json mode beside tools is an instruction, not a response type (Gemini 2.5 refuses both together)', async () => {
     h.gemini.script({ text: '{"ok":true}' });
     await h.client.chat.completions.create({
@@ -249,6 +317,7 @@ describe('Gemini behind /v1/chat/completions', () => {
             { type: 'text', text: 'What is this?' },
             { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${JPEG}` } },
             { type: 'image_url', image_url: { url: 'https://example.com/photos/dog.webp' } },
+            { type: 'image_url', image_url: { url: 'https://example.com/photo?id=7' } },
           ],
         },
       ],
@@ -257,6 +326,8 @@ describe('Gemini behind /v1/chat/completions', () => {
       { text: 'What is this?' },
       { inlineData: { mimeType: 'image/jpeg', data: JPEG } },
       { fileData: { fileUri: 'https://example.com/photos/dog.webp', mimeType: 'image/webp' } },
+      // No extension to tell: JPEG, the commonest.
+      { fileData: { fileUri: 'https://example.com/photo?id=7', mimeType: 'image/jpeg' } },
     ]);
   });
 
@@ -298,6 +369,38 @@ describe('Gemini behind /v1/chat/completions', () => {
       });
     }
     expect(h.gemini.log).toEqual([]);
+  });
+
+  test('an image URL whose extension names a type Gemini does not take (GIF, SVG) is a 400 naming the part, before any payment', async () => {
+    const admitted = h.gate.admitted.length;
+    for (const [url, extension] of [
+      ['https://example.com/cat.gif', '.gif says image/gif'],
+      ['https://example.com/logo.SVG?v=2', '.SVG says image/svg+xml'],
+    ] as const) {
+      const refused = await h.client.chat.completions
+        .create({
+          model: MODEL,
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'text', text: 'What is this?' },
+                { type: 'image_url', image_url: { url } },
+              ],
+            },
+          ],
+        })
+        .catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(APIError);
+      expect((refused as APIError).status).toBe(400);
+      expect((refused as APIError).error).toMatchObject({
+        code: 'validation_error',
+        field: 'messages[0].content[1].image_url.url',
+        message: `messages[0].content[1].image_url.url must be an image URL of type image/png, image/jpeg, image/webp, image/heic, or image/heif for Gemini models (its extension ${extension})`,
+      });
+    }
+    expect(h.gemini.log).toEqual([]);
+    expect(h.gate.admitted).toHaveLength(admitted);
   });
 
   test.each([

@@ -72,10 +72,14 @@ describe('image parts', () => {
     expect(imageSource('data:image/png;BASE64,AAAA', 'f', images)).toMatchObject({ data: 'AAAA' });
   });
 
-  test('an image URL’s media type comes from its extension, JPEG when it has none', () => {
-    expect(mediaTypeOfUrl('https://x.test/a/b.PNG?size=2')).toBe('image/png');
-    expect(mediaTypeOfUrl('https://x.test/photo.heic')).toBe('image/heic');
-    expect(mediaTypeOfUrl('https://x.test/image?id=7')).toBe('image/jpeg');
+  test('an image URL’s media type comes from its extension, JPEG when it has none; one not taken is refused', () => {
+    const taken = { provider: 'Test', mediaTypes: ['image/png', 'image/jpeg', 'image/heic'] };
+    expect(mediaTypeOfUrl('https://x.test/a/b.PNG?size=2', 'f', taken)).toBe('image/png');
+    expect(mediaTypeOfUrl('https://x.test/photo.heic', 'f', taken)).toBe('image/heic');
+    expect(mediaTypeOfUrl('https://x.test/image?id=7', 'f', taken)).toBe('image/jpeg');
+    expect(() => mediaTypeOfUrl('https://x.test/logo.SVG', 'f', taken)).toThrow(
+      expect.objectContaining({ field: 'f' }),
+    );
   });
 
   test('anything else is refused, naming the field', () => {
