@@ -1,6 +1,3 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import { type Address, erc20Abi, keccak256, toHex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { expect, test } from 'vitest';
@@ -12,21 +9,18 @@ import {
   reconcileLedger,
 } from '../../src/payments/reconcile-ledger.js';
 import { transferAuthorization } from '../chain/authorizations.js';
+import { runReconcileCommand } from '../support/reconcile-command.js';
 import { chat, freshEoa, fundedEoa, landTransfer, useX402Stack } from '../x402/harness.js';
 
 // `npm run reconcile` on a ledger the gateway kept (x402 payers: plain accounts that can also
 // send USDC to the treasury by themselves), then on the same ledger deliberately broken.
 const stack = useX402Stack();
-const SERVER_DIR = fileURLToPath(new URL('../..', import.meta.url));
 
 /** `npm run reconcile` as an operator runs it, with the gateway's variables. */
-async function reconcileCommand(args: string[] = [], env: Record<string, string> = {}) {
+function reconcileCommand(args: string[] = [], env: Record<string, string> = {}) {
   const { local, gateway } = stack;
-  const child = spawn('npm', ['run', '--silent', 'reconcile', '--', ...args], {
-    cwd: SERVER_DIR,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
+  return runReconcileCommand(
+    {
       DATABASE_URL: gateway.config.databaseUrl,
       CHAIN_RPC_URL: local.rpcUrl,
       CHAIN_ID: String(local.chainId),
@@ -34,22 +28,8 @@ async function reconcileCommand(args: string[] = [], env: Record<string, string>
       TREASURY_ADDRESS: local.accounts.treasury.address,
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    // Its own process group: a command that never exits is killed with npm's node child.
-    detached: true,
-  });
-  const hung = setTimeout(() => process.kill(-(child.pid as number), 'SIGKILL'), 30_000);
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const [code] = await once(child, 'exit');
-  clearTimeout(hung);
-  return { code: code as number, stdout, stderr: stderr.replace(/^npm warn .*\n/gm, '') };
+    args,
+  );
 }
 
 const reconcile = (treasury: Address = stack.local.accounts.treasury.address) =>
