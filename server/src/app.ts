@@ -21,6 +21,7 @@ import { ApiError } from './http/errors.js';
 import { StreamBuffers } from './http/event-stream.js';
 import { coreHealthChecks, probeClient } from './http/health-checks.js';
 import healthRoute, { type DependencyCheck } from './http/health-route.js';
+import { parseJsonBodies } from './http/json-body.js';
 import metricsRoute from './http/metrics-route.js';
 import modelsRoute from './http/models-route.js';
 import { operatorAccess } from './http/operator-access.js';
@@ -324,9 +325,11 @@ export async function buildApp(
   });
   // The API speaks JSON only: anything else is 415, not a string that fails validation.
   app.removeContentTypeParser('text/plain');
-  refuseEncodedBodies(app);
+  parseJsonBodies(app);
 
   installErrorHandling(app);
+  // After the error handling's hook: a path no route takes is 404 (or 405) whatever its body's encoding.
+  refuseEncodedBodies(app);
   installHttpMetrics(app, metrics);
   // After the request id and the metrics' hooks, so that the refusal carries the one and is counted.
   app.addHook('onRequest', (_request, _reply, done) => {

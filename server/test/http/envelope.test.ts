@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import type { InjectOptions } from 'fastify';
 import OpenAI, { APIError } from 'openai';
 import { afterAll, describe, expect, test } from 'vitest';
@@ -91,18 +92,41 @@ describe('every refusal wears the envelope, never a 500', () => {
     );
   });
 
-  test('a prototype-poisoning body is refused as 400', async () => {
-    const { res } = await expectError(
-      {
-        method: 'POST',
-        url: '/v1/chat/completions',
-        headers: { 'content-type': 'application/json' },
-        payload: '{"messages":[{"role":"user","content":"hi"}],"__proto__":{"admin":true}}',
-      },
-      400,
-      'invalid_json',
-    );
-    expect(res.statusCode).toBe(400);
+  const refusedKey = (key: string) =>
+    `the key ${key} is refused anywhere in the body (it could reach an object's prototype); remove it`;
+
+  test.each([
+    [
+      '/v1/chat/completions',
+      '{"messages":[{"role":"user","content":"hi"}],"__proto__":{"admin":true}}',
+      '__proto__',
+    ],
+    // Escaped, deep in the body: still the key it spells.
+    ['/v1/chat/completions', '{"messages":[{"role":"user","content":{"\\u005f_proto__":{}}}]}', '__proto__'],
+    ['/v1/authorize', '{"delegation":{"constructor":{"prototype":{"admin":true}}}}', 'constructor.prototype'],
+  ])(
+    'POST %s with a prototype-poisoning key (%s) is 400 invalid_json naming the key',
+    async (url, payload, key) => {
+      const { body } = await expectError(
+        { method: 'POST', url, headers: { 'content-type': 'application/json' }, payload },
+        400,
+        'invalid_json',
+      );
+      expect(body.error.message).toBe(refusedKey(key));
+    },
+  );
+
+  test('POST /graphql with a prototype-poisoning key is 400 naming the key, in GraphQL errors', async () => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/graphql',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"query":"{ __typename }","variables":{"__proto__":{"admin":true}}}',
+    });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json().errors).toEqual([
+      expect.objectContaining({ message: refusedKey('__proto__'), extensions: { code: 'BAD_REQUEST' } }),
+    ]);
   });
 
   test.each([
@@ -129,6 +153,27 @@ describe('every refusal wears the envelope, never a 500', () => {
     );
     expect(body.error).toMatchObject({ field, message });
   });
+
+  test.each([
+    ['POST', '/v1/embeddings', { 'content-encoding': 'gzip' }, 404, 'not_found'],
+    ['POST', '/v1/embeddings', { 'content-type': 'application/json; charset=utf-16' }, 404, 'not_found'],
+    ['POST', '/health', { 'content-encoding': 'gzip' }, 405, 'method_not_allowed'],
+    ['PUT', '/v1/chat/completions', { 'content-encoding': 'br' }, 405, 'method_not_allowed'],
+  ] as const)(
+    '%s %s with %o is %i %s: the path is what is wrong first',
+    async (method, url, headers, status, code) => {
+      await expectError(
+        {
+          method,
+          url,
+          headers: { 'content-type': 'application/json', ...headers },
+          payload: gzipSync(JSON.stringify(chat())),
+        },
+        status,
+        code,
+      );
+    },
+  );
 
   test.each([
     [{ 'content-encoding': 'identity' }],
