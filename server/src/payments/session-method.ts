@@ -150,17 +150,21 @@ async function shortfallAfterSettling(
  */
 async function sessionEnded(options: SessionMethodOptions, wallet: Address): Promise<ApiError> {
   const over = sessionOver();
-  // The refusal stands without the figure when the ledger cannot give it now.
-  const owed = await debtOf(options.store, wallet).then(
-    (debt) => debt.owedAtomic,
-    () => 0n,
-  );
-  if (owed === 0n) return over;
+  const owed = await owedAtomicIfKnown(options, wallet);
+  if (!owed) return over;
   return new ApiError(
     401,
     'unauthorized',
     `${over.message}; ${formatUsdcAtomic(owed)} USDC is still owed and is settled first`,
     { ...over.options, details: { owedAtomic: owed.toString() } },
+  );
+}
+
+/** What the payer owes, for a refusal to state; none when the ledger cannot say now (the refusal stands). */
+function owedAtomicIfKnown(options: SessionMethodOptions, wallet: Address): Promise<bigint | undefined> {
+  return debtOf(options.store, wallet).then(
+    (debt) => debt.owedAtomic,
+    () => undefined,
   );
 }
 
@@ -183,7 +187,10 @@ async function refuseBeyondCap(
   throw await paymentRequired(options, request, message, { reason, ...details }, BigInt(details.owedAtomic));
 }
 
-/** Pays the session payer's debt: the headers naming the payment, or the ApiError refusing the request. */
+/**
+ * Pays the session payer's debt: the headers naming the payment, or the ApiError refusing the
+ * request (a 503 when the chain cannot take the payment now, stating what is owed as a 402 would).
+ */
 async function settleOrRefuse(
   options: SessionMethodOptions,
   request: AdmissionRequest,
@@ -194,10 +201,13 @@ async function settleOrRefuse(
     return settled ? settlementHeaders(settled) : {};
   } catch (error) {
     if (error instanceof SettlementRefusedError) throw await refusal(options, request, error);
-    if (error instanceof SettlementUnavailableError)
+    if (error instanceof SettlementUnavailableError) {
+      const owed = await owedAtomicIfKnown(options, session.wallet);
       throw new ApiError(503, 'payments_unavailable', error.message, {
         headers: { 'retry-after': RETRY_AFTER_SECONDS },
+        ...(owed !== undefined && { details: { owedAtomic: owed.toString() } }),
       });
+    }
     throw error;
   }
 }

@@ -28,6 +28,8 @@ test('RPC down while the debt is settled: 503, nothing forwarded, the debt paid 
     '503 payments_unavailable',
   );
   expect(refused.headers.get('retry-after')).not.toBeNull();
+  // What the payer owes, as every 402 states it.
+  expect(refused.details).toEqual({ owedAtomic: SMALL_COST.toString() });
   // The chain could not be reached: the gateway's side, counted as unavailable.
   expect((await unavailable()) - unavailableBefore).toBe(1);
 

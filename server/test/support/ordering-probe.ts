@@ -44,6 +44,8 @@ export interface ProbedAnswer {
   requestId: string | null;
   /** The error code of a refused request. */
   code?: string;
+  /** The error details of a refused request (what its payer owes, say). */
+  details?: Record<string, unknown>;
   /** The stated cost of an answered request, pico-USD. */
   totalPicoUsd?: bigint;
   /** A stream that began (200) and then ended in an error event: its message. */
@@ -224,8 +226,15 @@ async function send(client: OpenAI, marker: string, stream: boolean): Promise<Pr
   } catch (error) {
     if (!(error instanceof OpenAI.APIError) || error.status === undefined) throw error;
     const headers = new Headers(error.headers as HeadersInit | undefined);
-    const code = (error.error as { code?: string } | undefined)?.code ?? error.code ?? undefined;
-    return { status: error.status, requestId: headers.get('x-request-id'), code: code ?? undefined, headers };
+    const body = error.error as { code?: string; details?: Record<string, unknown> } | undefined;
+    const code = body?.code ?? error.code ?? undefined;
+    return {
+      status: error.status,
+      requestId: headers.get('x-request-id'),
+      code: code ?? undefined,
+      details: body?.details,
+      headers,
+    };
   }
 }
 

@@ -37,11 +37,13 @@ beforeAll(() => {
 
 const treasuryBalance = () => usdcBalance(stack.local, treasury);
 
-/** A 503 the payer may retry shortly. */
-async function expectRetryLater(response: Response) {
+/** A 503 the payer may retry shortly: its error. */
+async function expectRetryLater(response: Response): Promise<{ details?: unknown }> {
   expect(response.status).toBe(503);
   expect(response.headers.get('retry-after')).toBe('3');
-  expect((await response.json()).error.code).toBe('payments_unavailable');
+  const { error } = await response.json();
+  expect(error.code).toBe('payments_unavailable');
+  return error;
 }
 
 /**
@@ -81,13 +83,18 @@ async function drain(payer: PrivateKeyAccount): Promise<bigint> {
 }
 
 describe('the node fails as the settlement of a proof is prepared', () => {
-  test.each<[string, () => Promise<void>]>([
-    ['errs once', () => rpc.misreportNext('eth_estimateGas', 'internal error')],
+  // Once the node says that nothing was paid, the 503 states what the payer owes (its next proof's amount).
+  test.each<[string, () => Promise<void>, unknown]>([
+    [
+      'errs once',
+      () => rpc.misreportNext('eth_estimateGas', 'internal error'),
+      { owedAtomic: SMALL_COST.toString() },
+    ],
     // Down for the rest of the request: whether anyone used the authorization cannot be read either.
-    ['goes down', () => rpc.downFrom('eth_estimateGas')],
+    ['goes down', () => rpc.downFrom('eth_estimateGas'), undefined],
   ])(
     '%s: 503 with retry-after, not a refused proof; then the next proof pays the debt once',
-    async (_, fail) => {
+    async (_, fail, details) => {
       const payer = await payerOwingSmallCost(stack);
       const before = await treasuryBalance();
       const forwarded = stack.anthropic.log.length;
@@ -96,7 +103,7 @@ describe('the node fails as the settlement of a proof is prepared', () => {
       try {
         const response = await sendProof(stack, 'PAYMENT-SIGNATURE', header);
         await failed;
-        await expectRetryLater(response);
+        expect((await expectRetryLater(response)).details).toEqual(details);
       } finally {
         rpc.pass();
       }

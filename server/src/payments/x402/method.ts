@@ -203,7 +203,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     if (refused && !result.transaction && facilitator.announcesSends)
       await markSettlementRefused(store, settlement.id, failure);
     const outcome = await reconcile((await findSettlement(store, settlement.id)) as Settlement);
-    if (outcome === 'failed') throw nodeFailed ? chainUnavailable() : refuse(failure, owed, refused);
+    if (outcome === 'failed') throw nodeFailed ? chainUnavailable(owed) : refuse(failure, owed, refused);
     if (outcome === 'pending') throw settlementPending();
     const confirmed = (await findSettlement(store, settlement.id)) as Settlement;
     return settlementHeaders(proof.version, {
@@ -334,9 +334,11 @@ function settlementPending(): ApiError {
   );
 }
 
-function chainUnavailable(): ApiError {
+/** Nothing was paid: the refusal states what the payer owes, the amount its new proof must carry. */
+function chainUnavailable(owedAtomic: bigint): ApiError {
   return paymentsUnavailable(
     'the chain could not be reached to settle the payment; retry shortly with a new proof',
+    owedAtomic,
   );
 }
 
@@ -345,9 +347,10 @@ function settlementInProgress(): ApiError {
 }
 
 /** 503 with retry-after: the payment cannot be decided now, but can be shortly. */
-function paymentsUnavailable(message: string): ApiError {
+function paymentsUnavailable(message: string, owedAtomic?: bigint): ApiError {
   return new ApiError(503, 'payments_unavailable', message, {
     headers: { 'retry-after': RETRY_AFTER_SECONDS },
+    ...(owedAtomic !== undefined && { details: { owedAtomic: owedAtomic.toString() } }),
   });
 }
 
