@@ -256,16 +256,20 @@ export async function reconcileLedger(
 /** The report `npm run reconcile` prints. */
 export function formatReconciliation(result: LedgerReconciliation): string {
   const { checked } = result;
-  const scope = `${checked.payers} payers, ${checked.settlements} settlements (${checked.confirmedTransfers} confirmed transfers checked), ${checked.chainTransfers} transfers to the treasury in blocks ${checked.fromBlock}-${checked.toBlock}`;
+  const scope = `${counted(checked.payers, 'payer')}, ${counted(checked.settlements, 'settlement')} (${counted(checked.confirmedTransfers, 'confirmed transfer')} checked), ${counted(checked.chainTransfers, 'transfer')} to the treasury in blocks ${checked.fromBlock}-${checked.toBlock}`;
   const notes = result.noted.map((transfer) => `- (${transfer.kind}) ${transfer.message}`);
   const noted = notes.length > 0 ? ['Noted, not mismatches:', ...notes] : [];
   if (result.consistent) return [`The ledger matches the chain: ${scope}.`, ...noted].join('\n');
   const lines = result.mismatches.map((mismatch) => `- [${mismatch.kind}] ${mismatch.message}`);
   return [
-    `The ledger does not match the chain (${result.mismatches.length} mismatches): ${scope}.`,
+    `The ledger does not match the chain (${counted(result.mismatches.length, 'mismatch', 'mismatches')}): ${scope}.`,
     ...lines,
     ...noted,
   ].join('\n');
+}
+
+function counted(count: number, one: string, many = `${one}s`): string {
+  return `${count} ${count === 1 ? one : many}`;
 }
 
 type Reader = Kysely<Database>;

@@ -63,7 +63,7 @@ describe.runIf(testDialects.includes('postgres'))(
       const broken = await runReconcileCommand(stack.env);
       const [summary, ...mismatches] = broken.stdout.trim().split('\n');
       expect(summary).toMatch(
-        /^The ledger does not match the chain \(3 mismatches\): 2 payers, 1 settlements/,
+        /^The ledger does not match the chain \(3 mismatches\): 2 payers, 1 settlement \(/,
       );
       expect(mismatches.sort()).toEqual(
         [
