@@ -84,6 +84,10 @@ test('a test wallet authorizes a session and sees every request it paid, to the 
   await page.goto(stack.gatewayUrl);
   await expect(page.getByRole('heading', { name: '1. Connect a wallet' })).toBeVisible();
   await expect(page.getByText('Gateway: ok')).toBeVisible();
+  // Every step is on the page from the start, each saying what it waits for.
+  await expect(page.getByRole('region', { name: '2. Smart account' })).toContainText(
+    "Connect a wallet on the gateway's network first.",
+  );
   await screen(page, testInfo, '01-connect');
 
   // 1. connect anvil's test account
@@ -267,14 +271,14 @@ test('a browser wallet on another network is asked to switch, then gets on', asy
   await expect(wallet.getByText(TEST_ACCOUNT)).toBeVisible();
   const warning = wallet.getByRole('status').filter({ hasText: 'Wrong network' });
   await expect(warning).toContainText('Your wallet is on Base; this gateway settles on Local chain (anvil).');
-  await expect(page.getByRole('region', { name: '2. Smart account' })).toHaveCount(0);
+  const account = page.getByRole('region', { name: '2. Smart account' });
+  await expect(account).toContainText("Connect a wallet on the gateway's network first.");
+  await expect(account.getByTestId('smart-account-address')).toHaveCount(0);
   await expect(page.getByRole('button', { name: 'Sign and authorize' })).toHaveCount(0);
   await screen(page, testInfo, '08-wrong-network');
 
   await warning.getByRole('button', { name: 'Switch to Local chain (anvil)' }).click();
   await expect(warning).toHaveCount(0);
   await expect(wallet.getByText('Local chain (anvil)')).toBeVisible();
-  await expect(
-    page.getByRole('region', { name: '2. Smart account' }).getByTestId('smart-account-address'),
-  ).toBeVisible();
+  await expect(account.getByTestId('smart-account-address')).toBeVisible();
 });

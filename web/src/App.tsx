@@ -87,7 +87,7 @@ function Dashboard({ terms }: { terms: Terms }) {
   return (
     <div className="grid">
       <WalletPanel terms={terms} />
-      {onChain && (
+      {onChain ? (
         <SmartAccountPanel
           terms={terms}
           account={account}
@@ -95,6 +95,11 @@ function Dashboard({ terms }: { terms: Terms }) {
           loading={smartAccount.isPending}
           error={smartAccount.error}
         />
+      ) : (
+        <section className="card" aria-labelledby="account-heading">
+          <h2 id="account-heading">2. Smart account</h2>
+          <p className="muted">Connect a wallet on the gateway's network first.</p>
+        </section>
       )}
       <SessionPanel
         terms={terms}
