@@ -5,7 +5,7 @@ import { ApiError } from './errors.js';
  * JSON bodies are parsed by Fastify's own parser (its body limit, its answers to an empty or
  * malformed body), which refuses a `__proto__` key, or a `constructor` holding `prototype`,
  * anywhere in the body: such a key never reaches an object. It reports that body as not valid
- * JSON, which it is; the refusal names the key instead.
+ * JSON, though it is valid JSON; the refusal names the key instead.
  */
 export function parseJsonBodies(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser('error', 'error');

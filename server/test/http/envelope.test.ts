@@ -66,21 +66,26 @@ describe('successful answers wear the envelope', () => {
 });
 
 describe('every refusal wears the envelope, never a 500', () => {
-  test('malformed JSON is 400 invalid_json', async () => {
-    await expectError(
+  test.each([
+    ['{"messages": ['],
+    // Not JSON, though it holds a __proto__ key: still told it is not JSON, not that the key is refused.
+    ['{"__proto__":1,'],
+  ])('malformed JSON (%s) is 400 invalid_json, saying it is not valid JSON', async (payload) => {
+    const { body } = await expectError(
       {
         method: 'POST',
         url: '/v1/chat/completions',
         headers: { 'content-type': 'application/json' },
-        payload: '{"messages": [',
+        payload,
       },
       400,
       'invalid_json',
     );
+    expect(body.error.message).toBe('the body is not valid JSON');
   });
 
-  test('an empty JSON body is 400 invalid_json', async () => {
-    await expectError(
+  test('an empty JSON body is 400 invalid_json, saying it is empty', async () => {
+    const { body } = await expectError(
       {
         method: 'POST',
         url: '/v1/chat/completions',
@@ -90,6 +95,7 @@ describe('every refusal wears the envelope, never a 500', () => {
       400,
       'invalid_json',
     );
+    expect(body.error.message).toBe('the body is empty; send a JSON object');
   });
 
   const refusedKey = (key: string) =>
