@@ -401,6 +401,53 @@ describe('Gemini', () => {
     expect(() => cut.end()).toThrow(ProviderError);
   });
 
+  /** Two function calls in separate events, with text before, between and after them. */
+  const callsApart = [
+    { candidates: [{ content: { parts: [{ text: 'Checking.' }] } }] },
+    {
+      candidates: [
+        { content: { parts: [{ functionCall: { name: 'get_weather', args: { city: 'Oslo' } } }] } },
+      ],
+    },
+    { candidates: [{ content: { parts: [{ text: ' And' }] } }] },
+    {
+      candidates: [
+        { content: { parts: [{ functionCall: { name: 'get_weather', args: { city: 'Rome' } } }] } },
+      ],
+    },
+    { candidates: [{ content: { parts: [{ text: ' done.' }] }, finishReason: 'STOP' }] },
+  ];
+  const weatherCall = (index: number, city: string) => ({
+    type: 'delta',
+    toolCalls: [
+      {
+        index,
+        id: expect.stringMatching(/^call_/),
+        type: 'function',
+        function: { name: 'get_weather', arguments: JSON.stringify({ city }) },
+      },
+    ],
+  });
+
+  test.each([
+    [true, [weatherCall(0, 'Oslo')]],
+    [false, [weatherCall(0, 'Oslo'), weatherCall(1, 'Rome')]],
+  ])(
+    'calls in separate stream events (one call only: %s): the calls relayed, every text',
+    (oneCallOnly, calls) => {
+      const decoder = new GeminiStreamDecoder(oneCallOnly);
+      const parts = callsApart.flatMap((data) => decoder.decode(event(data)));
+      expect(parts).toEqual([
+        { type: 'delta', content: 'Checking.' },
+        calls[0],
+        { type: 'delta', content: ' And' },
+        ...calls.slice(1),
+        { type: 'delta', content: ' done.' },
+      ]);
+      expect(decoder.end()).toEqual([{ type: 'finish', finishReason: 'tool_calls' }]);
+    },
+  );
+
   test('an error chunk is a ProviderError with its code', () => {
     expect(() =>
       new GeminiStreamDecoder().decode(
