@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import type { LocalStackFacts } from '../../devkit/stack/facts.js';
 import { repoRoot } from '../../devkit/stack/paths.js';
+import { runProcess } from '../support/run-process.js';
 import { alive } from './processes.js';
 
 const dirs: string[] = [];
@@ -108,16 +109,11 @@ function exampleCommands(banner: string): string {
 /** Runs `script` with bash from the repository root, without DATA_DIR; resolves with its stdout. */
 async function runShell(script: string): Promise<string> {
   const { DATA_DIR: _dataDir, ...env } = process.env;
-  const child = spawn('bash', ['-euo', 'pipefail', '-c', script], { cwd: repoRoot, env });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk;
+  const { code, stdout, stderr } = await runProcess('bash', ['-euo', 'pipefail', '-c', script], {
+    cwd: repoRoot,
+    env,
+    timeoutMs: 30_000,
   });
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk;
-  });
-  const [code] = await once(child, 'exit');
   if (code !== 0) throw new Error(`the banner's example exited ${code}:\n${stderr}`);
   return stdout;
 }
