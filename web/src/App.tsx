@@ -7,6 +7,7 @@ import { SessionPanel } from './session/SessionPanel';
 import { useStoredSession } from './session/session-store';
 import { Alert, Loading } from './ui/Alert';
 import { describeError } from './ui/errors';
+import { PendingStep } from './ui/PendingStep';
 import { UsagePanel } from './usage/UsagePanel';
 import { SmartAccountPanel } from './wallet/SmartAccountPanel';
 import { useAccountState, useSmartAccount } from './wallet/smart-account';
@@ -96,10 +97,9 @@ function Dashboard({ terms }: { terms: Terms }) {
           error={smartAccount.error}
         />
       ) : (
-        <section className="card" aria-labelledby="account-heading">
-          <h2 id="account-heading">2. Smart account</h2>
-          <p className="muted">Connect a wallet on the gateway's network first.</p>
-        </section>
+        <PendingStep id="account-heading" title="2. Smart account">
+          Connect a wallet on the gateway's network first.
+        </PendingStep>
       )}
       <SessionPanel
         terms={terms}
@@ -111,12 +111,9 @@ function Dashboard({ terms }: { terms: Terms }) {
       {session ? (
         <UsagePanel token={session.token} chainId={terms.chainId} onSessionRefused={onSessionRefused} />
       ) : (
-        <section className="card wide" aria-labelledby="usage-heading">
-          <h2 id="usage-heading">4. Usage and payments</h2>
-          <p className="muted">
-            Authorize a session to see every request's cost and the transaction that paid it.
-          </p>
-        </section>
+        <PendingStep id="usage-heading" title="4. Usage and payments" wide>
+          Authorize a session to see every request's cost and the transaction that paid it.
+        </PendingStep>
       )}
     </div>
   );
