@@ -28,7 +28,7 @@
  */
 import type { CatalogModel } from '../catalog/catalog.js';
 import {
-  type InlineImageTypes,
+  type ImageTypes,
   imageSource,
   isInstruction,
   JSON_MODE_INSTRUCTION,
@@ -50,7 +50,7 @@ import { zeroUsage } from './usage.js';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
 
-const INLINE_IMAGES: InlineImageTypes = {
+const IMAGE_TYPES: ImageTypes = {
   provider: 'Anthropic',
   mediaTypes: ['image/jpeg', 'image/png', 'image/gif', 'image/webp'],
 };
@@ -242,7 +242,7 @@ function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
         if (part.text !== '') blocks.push({ type: 'text', text: part.text });
         return;
       }
-      const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`, INLINE_IMAGES);
+      const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`, IMAGE_TYPES);
       blocks.push({
         type: 'image',
         source:

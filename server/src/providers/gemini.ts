@@ -36,7 +36,7 @@
  */
 import type { CatalogModel } from '../catalog/catalog.js';
 import {
-  type InlineImageTypes,
+  type ImageTypes,
   imageSource,
   isInstruction,
   JSON_MODE_INSTRUCTION,
@@ -59,7 +59,7 @@ import {
 } from './types.js';
 import { zeroUsage } from './usage.js';
 
-const INLINE_IMAGES: InlineImageTypes = {
+const IMAGE_TYPES: ImageTypes = {
   provider: 'Gemini',
   mediaTypes: ['image/png', 'image/jpeg', 'image/webp', 'image/heic', 'image/heif'],
 };
@@ -267,11 +267,9 @@ function contentParts(message: ChatMessage, at: string): GeminiPart[] {
   return content.flatMap((part, j): GeminiPart[] => {
     if (part.type === 'text') return part.text !== '' ? [{ text: part.text }] : [];
     const field = `${at}.content[${j}].image_url.url`;
-    const source = imageSource(part.image_url.url, field, INLINE_IMAGES);
+    const source = imageSource(part.image_url.url, field, IMAGE_TYPES);
     if (source.kind === 'inline') return [{ inlineData: { mimeType: source.mediaType, data: source.data } }];
-    return [
-      { fileData: { fileUri: source.url, mimeType: mediaTypeOfUrl(source.url, field, INLINE_IMAGES) } },
-    ];
+    return [{ fileData: { fileUri: source.url, mimeType: mediaTypeOfUrl(source.url, field, IMAGE_TYPES) } }];
   });
 }
 

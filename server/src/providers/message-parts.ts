@@ -12,13 +12,13 @@ const TYPE_LIST = new Intl.ListFormat('en', { type: 'disjunction' });
 const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*),(.*)$/s;
 
 /** The media types a provider takes images in (others it refuses), and its name for the 400. */
-export interface InlineImageTypes {
+export interface ImageTypes {
   provider: string;
   mediaTypes: readonly string[];
 }
 
-/** `field` names the part for the 400 a malformed URL, or an image of a type `inline` lacks, gets. */
-export function imageSource(url: string, field: string, inline: InlineImageTypes): ImageSource {
+/** `field` names the part for the 400 a malformed URL, or an image of a type `taken` lacks, gets. */
+export function imageSource(url: string, field: string, taken: ImageTypes): ImageSource {
   if (/^https?:\/\//i.test(url)) {
     if (!URL.canParse(url)) throw new UntranslatableRequestError(field, 'is not a valid URL');
     return { kind: 'url', url };
@@ -29,8 +29,8 @@ export function imageSource(url: string, field: string, inline: InlineImageTypes
   const lowercase = declared.toLowerCase();
   // `image/jpg` is a common slip for the registered `image/jpeg`, which providers insist on.
   const mediaType = lowercase === 'image/jpg' ? 'image/jpeg' : lowercase;
-  if (!inline.mediaTypes.includes(mediaType))
-    throw new UntranslatableRequestError(field, `must be a data URL ${takenTypes(inline)}`);
+  if (!taken.mediaTypes.includes(mediaType))
+    throw new UntranslatableRequestError(field, `must be a data URL ${takenTypes(taken)}`);
   const data = parameters.split(';').some((parameter) => parameter.toLowerCase() === 'base64')
     ? payload
     : percentDecoded(payload).toString('base64');
@@ -38,7 +38,7 @@ export function imageSource(url: string, field: string, inline: InlineImageTypes
 }
 
 /** The image types a provider takes, as a 400 states them. */
-function takenTypes(taken: InlineImageTypes): string {
+function takenTypes(taken: ImageTypes): string {
   return `of type ${TYPE_LIST.format(taken.mediaTypes)} for ${taken.provider} models`;
 }
 
@@ -78,7 +78,7 @@ const BY_EXTENSION: Record<string, string> = {
  * a type the provider does not take is a 400 naming the part (`field`), as a data URL of that type is:
  * sent, the provider would refuse it, a 502 that clients retry.
  */
-export function mediaTypeOfUrl(url: string, field: string, taken: InlineImageTypes): string {
+export function mediaTypeOfUrl(url: string, field: string, taken: ImageTypes): string {
   const extension = /\.([a-z0-9]+)$/i.exec(new URL(url).pathname)?.[1];
   const mediaType = (extension && BY_EXTENSION[extension.toLowerCase()]) || 'image/jpeg';
   if (!taken.mediaTypes.includes(mediaType))
