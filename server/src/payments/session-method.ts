@@ -189,7 +189,8 @@ async function refuseBeyondCap(
 
 /**
  * Pays the session payer's debt: the headers naming the payment, or the ApiError refusing the
- * request (a 503 when the chain cannot take the payment now, stating what is owed as a 402 would).
+ * request (a 503 when the chain cannot take the payment now, stating what is owed as a 402 would
+ * unless a transaction sent for the debt may still pay it: the ledger counts that as owed).
  */
 async function settleOrRefuse(
   options: SessionMethodOptions,
@@ -202,7 +203,7 @@ async function settleOrRefuse(
   } catch (error) {
     if (error instanceof SettlementRefusedError) throw await refusal(options, request, error);
     if (error instanceof SettlementUnavailableError) {
-      const owed = await owedAtomicIfKnown(options, session.wallet);
+      const owed = error.paymentInFlight ? undefined : await owedAtomicIfKnown(options, session.wallet);
       throw new ApiError(503, 'payments_unavailable', error.message, {
         headers: { 'retry-after': RETRY_AFTER_SECONDS },
         ...(owed !== undefined && { details: { owedAtomic: owed.toString() } }),

@@ -71,7 +71,8 @@ export async function settleSessionDebt(
       return settled;
     } catch (error) {
       if (error instanceof BroadcastError && error.kind === 'nonce' && attempt < NONCE_ATTEMPTS) continue;
-      const failure = error instanceof BroadcastError ? unavailable(error) : error;
+      // A broadcast lost on the way stays `sent` (it may be mined); one refused for its nonce was failed.
+      const failure = error instanceof BroadcastError ? unavailable(error, error.kind === 'unknown') : error;
       deps.metrics?.settled('session', settlementOutcome(failure), seconds());
       throw failure;
     }
@@ -92,14 +93,17 @@ async function openAfterUnfinished(deps: OutboxDeps, session: SessionRecord): Pr
     if (unfinished.rail !== 'session')
       throw new SettlementUnavailableError(
         `an ${unfinished.rail} payment of this payer is being settled; retry shortly`,
+        true,
       );
     // A node that cannot be reached leaves it unfinished: the payer is told to retry, as when sending.
+    // Only a sent one asks the chain (a pending one was never sent, and is failed at once).
     const finished = await reconcileSettlement(deps, unfinished.id).catch((error: unknown) => {
-      throw error instanceof BaseError ? unavailable(error) : error;
+      throw error instanceof BaseError ? unavailable(error, true) : error;
     });
     if (finished.status === 'sent')
       throw new SettlementUnavailableError(
         `the previous settlement ${finished.txHash} of this payer is not confirmed yet; retry shortly`,
+        true,
       );
     return open();
   }
@@ -121,7 +125,7 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
       ),
       delegatorCode(deps.chain.publicClient, session.wallet, deps.chain.environment).catch(
         (error: unknown) => {
-          throw unavailable(error);
+          throw unavailable(error, false);
         },
       ),
     ]);
@@ -130,6 +134,7 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
     if (code === 'none' && redeemable.deployment)
       throw new SettlementUnavailableError(
         `the account ${session.wallet} shows no code yet on the chain's node; retry shortly`,
+        false,
       );
     // The owner cleared its EIP-7702 delegation: its redemption reverts, for no reason the chain
     // tells (or the node words it as something else). Not for good: the next request tries again.
@@ -165,7 +170,7 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
       throw new BroadcastError('unknown', caught.hash, caught);
     // A node call that failed before anything was sent (fees, nonce, code): retryable, and told
     // without the RPC URL, which may carry an API key (the reason is stored and shown).
-    const error = caught instanceof BaseError ? unavailable(caught) : caught;
+    const error = caught instanceof BaseError ? unavailable(caught, false) : caught;
     const reason =
       error instanceof BroadcastError
         ? OUTBOX_FAILURES.refused
@@ -179,13 +184,14 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
   const receipt = await awaitReceipt(deps, sent.hash).catch((error: unknown) => {
     throw new SettlementUnavailableError(
       `settlement ${sent.hash} was sent but its receipt cannot be read (${chainErrorReason(error)}); retry shortly`,
+      true,
     );
   });
   if (receipt === 'in-flight')
-    throw new SettlementUnavailableError(`settlement ${sent.hash} is not confirmed yet; retry shortly`);
+    throw new SettlementUnavailableError(`settlement ${sent.hash} is not confirmed yet; retry shortly`, true);
   if (receipt === null) {
     await failSettlement(store, settlement.id, OUTBOX_FAILURES.replaced);
-    throw new SettlementUnavailableError(`settlement ${sent.hash} was dropped; retry`);
+    throw new SettlementUnavailableError(`settlement ${sent.hash} was dropped; retry`, false);
   }
   const final = await settleFromReceipt(deps, settlement, receipt);
   // Its simulation passed: a revert on chain says the state moved meanwhile (or the gateway's gas
@@ -248,7 +254,7 @@ async function simulate(deps: OutboxDeps, to: Address, data: Hex, owed: bigint):
   try {
     gas = await deps.chain.publicClient.estimateGas({ account: deps.chain.relayer.address, to, data });
   } catch (error) {
-    throw refusalFromRevert(error, owed) ?? unavailable(error);
+    throw refusalFromRevert(error, owed) ?? unavailable(error, false);
   }
   if (gas > MAX_SETTLEMENT_GAS)
     throw new SettlementRefusedError(
@@ -281,7 +287,7 @@ async function ensureDeployed(
   } catch (error) {
     if (refusalFromRevert(error, owed))
       throw new SettlementRefusedError('account_not_deployed', undefined, owed);
-    throw unavailable(error);
+    throw unavailable(error, false);
   }
   // Checked at authorization too; a session authorized before those checks existed meets them here.
   if (!(await deploysDeleGator(deployment, chain.environment)))
@@ -302,13 +308,17 @@ async function ensureDeployed(
       deps.receiptTimeoutMs,
     )
     .catch((error: unknown) => {
-      throw unavailable(error);
+      throw unavailable(error, false);
     });
+  // A deployment in flight pays nothing: the settlement is not sent, and is failed (see pay).
   const receipt = await awaitReceipt(deps, sent.hash).catch((error: unknown) => {
-    throw unavailable(error);
+    throw unavailable(error, false);
   });
   if (receipt === 'in-flight' || receipt === null)
-    throw new SettlementUnavailableError(`the deployment of ${account} is not confirmed yet; retry shortly`);
+    throw new SettlementUnavailableError(
+      `the deployment of ${account} is not confirmed yet; retry shortly`,
+      false,
+    );
   if (receipt.status !== 'success') throw new SettlementRefusedError('account_not_deployed', undefined, owed);
 }
 
@@ -319,12 +329,12 @@ function settlementOutcome(error: unknown): SettlementOutcome {
   return error instanceof SettlementUnavailableError ? 'unavailable' : 'failed';
 }
 
-function unavailable(error: unknown): SettlementUnavailableError {
+/** `paymentInFlight`: whether a transaction sent for the debt may still pay it (see SettlementUnavailableError). */
+function unavailable(error: unknown, paymentInFlight: boolean): SettlementUnavailableError {
   if (error instanceof SettlementUnavailableError) return error;
   return new SettlementUnavailableError(
     `the chain cannot settle right now (${chainErrorReason(error)}); retry shortly`,
-    {
-      cause: error,
-    },
+    paymentInFlight,
+    { cause: error },
   );
 }

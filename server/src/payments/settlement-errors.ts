@@ -39,7 +39,15 @@ export class SettlementRefusedError extends Error {
 
 /** The gateway's side failed (RPC down, transaction still in flight): retry later, nothing is lost. */
 export class SettlementUnavailableError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
+  constructor(
+    message: string,
+    /**
+     * A transaction sent for the payer's debt (or an unfinished settlement's) may still pay it: the
+     * ledger counts what it claimed as owed until the chain says, so that figure is not the payer's to pay.
+     */
+    readonly paymentInFlight: boolean,
+    options?: ErrorOptions,
+  ) {
     super(message, options);
     this.name = 'SettlementUnavailableError';
   }
@@ -51,7 +59,7 @@ export class SettlementUnavailableError extends Error {
  */
 export class SettlementRevertedError extends SettlementUnavailableError {
   constructor(hash: string) {
-    super(`settlement ${hash} reverted on chain after its simulation passed; nothing was paid; retry`);
+    super(`settlement ${hash} reverted on chain after its simulation passed; nothing was paid; retry`, false);
     this.name = 'SettlementRevertedError';
   }
 }

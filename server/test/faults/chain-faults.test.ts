@@ -54,12 +54,15 @@ test('RPC stalls right after the broadcast: 503, then the mined payment is recog
     rpc.pass();
   }
   expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+  // Not what the payer must pay: the transaction sent, not confirmed yet, may pay it all.
+  expect(refused.details).toBeUndefined();
   expect(probe.forwarded()).toBe(forwarded);
   // While the node cannot be reached, the settlement in flight cannot be looked up: 503 again.
   rpc.down();
   try {
     const unreachable = await probe.chat(payer.client(), payer.address);
     expect(`${unreachable.status} ${unreachable.code}`).toBe('503 payments_unavailable');
+    expect(unreachable.details).toBeUndefined();
   } finally {
     rpc.pass();
   }
@@ -89,6 +92,8 @@ test('the broadcast is lost on the way: the stored transaction is sent again and
     rpc.pass();
   }
   expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+  // The node may have taken it: no amount to pay is stated.
+  expect(refused.details).toBeUndefined();
   expect(probe.forwarded()).toBe(forwarded);
   // Signed and stored before the broadcast: the settlement waits as sent, its records claimed.
   expect(await stack.settlementStates(payer.address)).toEqual([`sent ${SMALL_COST}`]);
@@ -152,6 +157,7 @@ test('a settlement mined while the nodes asked for its receipt are a block behin
     rpc.pass();
   }
   expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
+  expect(refused.details).toBeUndefined();
   const [sent] = await settlementsOf(stack.store, payer.address);
   await stack.local.publicClient.waitForTransactionReceipt({ hash: sent!.txHash! });
   // The next look finds the nonce used, while two receipt lookups reach a node that has not
@@ -181,6 +187,8 @@ test('the payer moves its USDC away between the simulation and the broadcast: th
   const refused = await answer;
   expect(`${refused.status} ${refused.code}`).toBe('503 payments_unavailable');
   expect(refused.headers.get('retry-after')).not.toBeNull();
+  // Reverted, nothing paid: the debt is owed again, and stated.
+  expect(refused.details).toEqual({ owedAtomic: SMALL_COST.toString() });
   expect(probe.forwarded()).toBe(forwarded);
   const metrics = await scrapeMetrics(stack.gateway.url);
   expect(sampleValue(metrics, 'paygate_settlements_total', { rail: 'session', status: 'failed' })).toBe(1);

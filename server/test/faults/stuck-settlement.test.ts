@@ -58,7 +58,10 @@ test('fees rise past a settlement waiting in the pool: it is replaced at the mar
   // Blocks come again, at a base fee far above its max fee (it would take a minute to fall back).
   await local.testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: parseGwei('1000') });
   await local.testClient.setIntervalMining({ interval: 1 });
-  expect(await waiting).toMatchObject({ status: 503, code: 'payments_unavailable' });
+  // Not confirmed yet, still able to pay the debt: the 503 states no amount owed.
+  const refused = await waiting;
+  expect(refused).toMatchObject({ status: 503, code: 'payments_unavailable' });
+  expect(refused.details).toBeUndefined();
   expect(probe.forwarded()).toBe(forwarded);
 
   // The payer's next request finds it still waiting after a receipt timeout: replaced, mined, paid.

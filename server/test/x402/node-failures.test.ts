@@ -2,10 +2,11 @@ import type { Address, Hash } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { beforeAll, describe, expect, test, vi } from 'vitest';
 import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
-import { debtOf } from '../../src/billing/ledger.js';
+import { debtOf, recordUsage } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { transferAuthorization } from '../chain/authorizations.js';
 import type { RpcProxy } from '../faults/rpc-proxy.js';
+import { completedRequest } from '../support/usage-entries.js';
 import {
   authorizationOf,
   chat,
@@ -117,6 +118,27 @@ describe('the node fails as the settlement of a proof is prepared', () => {
       expect(await treasuryBalance()).toBe(before + SMALL_COST);
     },
   );
+
+  test('errs once after another request of the payer completed: the 503 states the debt as it refuses', async () => {
+    const payer = await payerOwingSmallCost(stack);
+    const header = await proofFor(stack, payer, SMALL_COST);
+    const held = rpc.stallFrom('eth_estimateGas');
+    const answer = sendProof(stack, 'PAYMENT-SIGNATURE', header);
+    try {
+      await held;
+      // The proof's settlement claimed the debt read before it; this request's cost is owed besides.
+      await recordUsage(stack.gateway.store, completedRequest(payer.address, 7_000_000n, { rail: 'x402' }));
+      const failed = rpc.misreportNext('eth_estimateGas', 'internal error');
+      rpc.pass();
+      const response = await answer;
+      await failed;
+      expect((await expectRetryLater(response)).details).toEqual({
+        owedAtomic: (SMALL_COST + 7n).toString(),
+      });
+    } finally {
+      rpc.pass();
+    }
+  });
 });
 
 describe('a proof the facilitator refuses while the node cannot say whether its authorization was used', () => {

@@ -203,7 +203,9 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     if (refused && !result.transaction && facilitator.announcesSends)
       await markSettlementRefused(store, settlement.id, failure);
     const outcome = await reconcile((await findSettlement(store, settlement.id)) as Settlement);
-    if (outcome === 'failed') throw nodeFailed ? chainUnavailable(owed) : refuse(failure, owed, refused);
+    // Read again: the payer's requests that completed meanwhile add to what its new proof must carry.
+    if (outcome === 'failed')
+      throw nodeFailed ? chainUnavailable(await owedAtomicIfKnown(payer)) : refuse(failure, owed, refused);
     if (outcome === 'pending') throw settlementPending();
     const confirmed = (await findSettlement(store, settlement.id)) as Settlement;
     return settlementHeaders(proof.version, {
@@ -213,6 +215,13 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       payer,
     });
   };
+
+  /** What the payer owes now, for a refusal to state; none when the ledger cannot say (the refusal stands). */
+  const owedAtomicIfKnown = (payer: Address): Promise<bigint | undefined> =>
+    debtOf(store, payer).then(
+      (debt) => debt.owedAtomic,
+      () => undefined,
+    );
 
   /** Where the search for a settlement's authorization on chain starts. */
   const currentBlockNumber = async (): Promise<bigint> => {
@@ -334,8 +343,11 @@ function settlementPending(): ApiError {
   );
 }
 
-/** Nothing was paid: the refusal states what the payer owes, the amount its new proof must carry. */
-function chainUnavailable(owedAtomic: bigint): ApiError {
+/**
+ * Nothing was paid: the refusal states what the payer owes as it refuses (the amount its new proof
+ * must carry, unless more of its requests complete first), when the ledger can say.
+ */
+function chainUnavailable(owedAtomic: bigint | undefined): ApiError {
   return paymentsUnavailable(
     'the chain could not be reached to settle the payment; retry shortly with a new proof',
     owedAtomic,
