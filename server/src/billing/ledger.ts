@@ -117,6 +117,17 @@ export async function findUsageRecord(store: Store, requestId: string): Promise<
   return row && toUsageRecord(row);
 }
 
+/**
+ * What the payer owes in USDC atomic units, for a refusal to state; undefined when the ledger
+ * cannot say now (the refusal stands without the figure).
+ */
+export function owedAtomicIfKnown(store: Store, payer: Address): Promise<bigint | undefined> {
+  return debtOf(store, payer).then(
+    (debt) => debt.owedAtomic,
+    () => undefined,
+  );
+}
+
 export async function debtOf(store: Store, payer: Address): Promise<Debt> {
   const wallet = getAddress(payer);
   // Unclaimed records plus what in-flight settlements claimed: both come from small indexes, never

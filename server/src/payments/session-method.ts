@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Address } from 'viem';
 import { type Caller, sessionOver } from '../auth/jwt.js';
-import { debtOf } from '../billing/ledger.js';
+import { debtOf, owedAtomicIfKnown } from '../billing/ledger.js';
 import { formatUsdcAtomic } from '../billing/money.js';
 import { sessionStanding } from '../billing/settlements.js';
 import { ApiError } from '../http/errors.js';
@@ -150,21 +150,13 @@ async function shortfallAfterSettling(
  */
 async function sessionEnded(options: SessionMethodOptions, wallet: Address): Promise<ApiError> {
   const over = sessionOver();
-  const owed = await owedAtomicIfKnown(options, wallet);
+  const owed = await owedAtomicIfKnown(options.store, wallet);
   if (!owed) return over;
   return new ApiError(
     401,
     'unauthorized',
     `${over.message}; ${formatUsdcAtomic(owed)} USDC is still owed and is settled first`,
     { ...over.options, details: { owedAtomic: owed.toString() } },
-  );
-}
-
-/** What the payer owes, for a refusal to state; none when the ledger cannot say now (the refusal stands). */
-function owedAtomicIfKnown(options: SessionMethodOptions, wallet: Address): Promise<bigint | undefined> {
-  return debtOf(options.store, wallet).then(
-    (debt) => debt.owedAtomic,
-    () => undefined,
   );
 }
 
@@ -203,7 +195,7 @@ async function settleOrRefuse(
   } catch (error) {
     if (error instanceof SettlementRefusedError) throw await refusal(options, request, error);
     if (error instanceof SettlementUnavailableError) {
-      const owed = error.paymentInFlight ? undefined : await owedAtomicIfKnown(options, session.wallet);
+      const owed = error.paymentInFlight ? undefined : await owedAtomicIfKnown(options.store, session.wallet);
       throw new ApiError(503, 'payments_unavailable', error.message, {
         headers: { 'retry-after': RETRY_AFTER_SECONDS },
         ...(owed !== undefined && { details: { owedAtomic: owed.toString() } }),

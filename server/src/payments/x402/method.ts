@@ -1,6 +1,6 @@
 import type { SettleResponse, VerifyResponse } from '@x402/core/types';
 import { type Address, BaseError, isHash } from 'viem';
-import { debtOf } from '../../billing/ledger.js';
+import { debtOf, owedAtomicIfKnown } from '../../billing/ledger.js';
 import {
   failSettlement,
   findSettlement,
@@ -205,7 +205,9 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     const outcome = await reconcile((await findSettlement(store, settlement.id)) as Settlement);
     // Read again: the payer's requests that completed meanwhile add to what its new proof must carry.
     if (outcome === 'failed')
-      throw nodeFailed ? chainUnavailable(await owedAtomicIfKnown(payer)) : refuse(failure, owed, refused);
+      throw nodeFailed
+        ? chainUnavailable(await owedAtomicIfKnown(store, payer))
+        : refuse(failure, owed, refused);
     if (outcome === 'pending') throw settlementPending();
     const confirmed = (await findSettlement(store, settlement.id)) as Settlement;
     return settlementHeaders(proof.version, {
@@ -215,13 +217,6 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       payer,
     });
   };
-
-  /** What the payer owes now, for a refusal to state; none when the ledger cannot say (the refusal stands). */
-  const owedAtomicIfKnown = (payer: Address): Promise<bigint | undefined> =>
-    debtOf(store, payer).then(
-      (debt) => debt.owedAtomic,
-      () => undefined,
-    );
 
   /** Where the search for a settlement's authorization on chain starts. */
   const currentBlockNumber = async (): Promise<bigint> => {
