@@ -13,6 +13,8 @@ export interface IdentifiedPayer {
    * for the checks of the payer's other requests in flight at once. 0 when not given.
    */
   reservePicoUsd?: bigint;
+  /** See `Admission.outputTokens`. */
+  outputTokens: number;
   /**
    * Settles everything the payer owes for completed requests and waits for confirmation.
    * Runs under the payer's lock. Returns headers for the response; throws ApiError 402 when
@@ -74,6 +76,7 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
         return {
           payer: identified.payer,
           rail: method.rail,
+          outputTokens: identified.outputTokens,
           responseHeaders,
           owedHeaders: identified.owedHeaders,
           recorded: identified.recorded,

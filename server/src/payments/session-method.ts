@@ -77,6 +77,7 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
       return {
         payer: caller.wallet,
         reservePicoUsd: bound.picoUsd,
+        outputTokens: bound.outputTokens,
         // The session, whether its payer may owe anything and what its delegation paid, read
         // together in one round trip (the session's caps once per process).
         async owesNothing(othersReservedPicoUsd) {

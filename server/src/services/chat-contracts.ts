@@ -25,6 +25,12 @@ export interface AdmissionRequest {
 export interface Admission {
   payer: Address;
   rail: PaymentRail;
+  /**
+   * The output token limit to send upstream (in the provider's own field): the client's
+   * `max_completion_tokens`/`max_tokens`, or when it set none, the largest the payer can pay for.
+   * The request's worst-case cost, which admission checked, is computed with it.
+   */
+  outputTokens: number;
   /** Headers to send back (settlement triggered, x402 PAYMENT-RESPONSE, ...). */
   responseHeaders: Record<string, string>;
   /**

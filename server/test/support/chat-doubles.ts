@@ -31,6 +31,11 @@ export function gateDouble(responseHeaders: Record<string, string> = {}): GateDo
       return {
         payer: TEST_PAYER,
         rail: 'session',
+        // The client's limit, else the model's catalog default (a double knows no payer to clamp to).
+        outputTokens:
+          request.request.max_completion_tokens ??
+          request.request.max_tokens ??
+          request.model.defaultMaxTokens,
         responseHeaders,
         ...(gate.owed && { owedHeaders: async () => gate.owed ?? {} }),
         release() {

@@ -275,9 +275,11 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
         throw refuse(
           `the payment proof is not valid: the facilitator verified a payment by ${verified.payer}, not by ${payer}`,
         );
+      const bound = requestBound(request, options.commissionBps);
       return {
         payer,
-        reservePicoUsd: requestBound(request, options.commissionBps).picoUsd,
+        reservePicoUsd: bound.picoUsd,
+        outputTokens: bound.outputTokens,
         settleDebt: () =>
           meteredSettlement(options.metrics, (attempt) => settleDebt(proof, terms, url, fromBlock, attempt)),
         owedHeaders: async () => ({ [OWED_HEADER]: (await debtOf(store, payer)).owedAtomic.toString() }),
