@@ -34,6 +34,11 @@ export interface CatalogModel {
   name: string;
   contextLength: number;
   maxOutputTokens: number;
+  /**
+   * The most tokens the provider bills one image at (MODELS_FILE `maxImageTokens`), for the bound on
+   * what a request can cost before it is forwarded. Default DEFAULT_MAX_IMAGE_TOKENS.
+   */
+  maxImageTokens: number;
   /** Sent when the client gives no max_tokens and the provider needs one. */
   defaultMaxTokens: number;
   pricing: ModelPricing;
@@ -66,6 +71,11 @@ type Fail = (where: string, problem: string) => never;
 
 const BUILT_IN_PROVIDERS = new Set(['anthropic', 'google']);
 const PRICE = /^\d{1,9}(\.\d{1,6})?$/;
+/**
+ * Claude's high-resolution models bill a 2576-pixel image at ~4,800 tokens, Gemini's largest tiling
+ * less: a bound for every built-in model; a catalog entry may state its own.
+ */
+export const DEFAULT_MAX_IMAGE_TOKENS = 4_800;
 const DEFAULT_FILE = new URL('./models.json', import.meta.url);
 
 /** Loads and checks the catalog; a bad file stops start-up with a ConfigError naming MODELS_FILE. */
@@ -121,6 +131,8 @@ export function parseCatalog(raw: unknown): Catalog {
     const contextLength = count('contextLength');
     const maxOutputTokens = count('maxOutputTokens');
     const defaultMaxTokens = count('defaultMaxTokens');
+    const maxImageTokens =
+      entry.maxImageTokens === undefined ? DEFAULT_MAX_IMAGE_TOKENS : count('maxImageTokens');
     // Limits the provider would refuse: every request asking for them fails upstream.
     if (maxOutputTokens > contextLength)
       fail(`${at}.maxOutputTokens`, `of "${id}" must be at most its contextLength (${contextLength})`);
@@ -141,6 +153,7 @@ export function parseCatalog(raw: unknown): Catalog {
       name: text('name'),
       contextLength,
       maxOutputTokens,
+      maxImageTokens,
       defaultMaxTokens,
       pricing: pricing as unknown as ModelPricing,
     };

@@ -300,6 +300,7 @@ describe('Anthropic', () => {
       name: 'X',
       contextLength: 1000,
       maxOutputTokens: 100,
+      maxImageTokens: 100,
       defaultMaxTokens: 50,
       pricing: { input: '1', output: '1' },
     };
