@@ -292,6 +292,22 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   };
 }
 
+/** The file a `sqlite:` or `file:` URL names (`rest` follows the scheme's colon), `:memory:` included. */
+function sqliteUrlPath(name: string, rest: string): string {
+  // `//` opens an empty authority (`sqlite:///abs.db`) or, as commonly written, a relative path (`sqlite://./rel.db`).
+  const encoded = rest.startsWith('//') ? rest.slice(2) : rest;
+  if (/[?#]/.test(encoded))
+    throw new ConfigError(name, `must name a SQLite file without query parameters, got "${encoded}"`);
+  let path: string;
+  try {
+    path = decodeURIComponent(encoded);
+  } catch {
+    throw new ConfigError(name, `must name a SQLite file in valid percent-encoding, got "${encoded}"`);
+  }
+  if (path === '') throw new ConfigError(name, 'must name a SQLite file after sqlite: or file:');
+  return path;
+}
+
 /** Reads one variable at a time and throws a `ConfigError` naming it when it is wrong. */
 class EnvReader {
   constructor(private readonly env: Env) {}
@@ -336,12 +352,20 @@ class EnvReader {
     return value;
   }
 
-  /** A SQLite file path, or a PostgreSQL URL: any other URL scheme is a mistake, not a file name. */
+  /**
+   * A PostgreSQL URL as given, or a SQLite file as its path: a plain path, or a `sqlite:` or `file:`
+   * URL (`sqlite:///abs.db`, `sqlite://./rel.db`, `sqlite:rel.db`, `file:rel.db`, `sqlite::memory:`).
+   * Any other URL scheme is a mistake, not a file name.
+   */
   databaseUrl(name: string, fallback: string): string {
     const value = this.string(name, fallback);
-    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]?.toLowerCase();
-    if (scheme !== undefined && scheme !== 'postgres' && scheme !== 'postgresql')
-      throw new ConfigError(name, `must be a SQLite file path or a postgres:// URL, got a ${scheme}:// URL`);
+    const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1]?.toLowerCase();
+    if (scheme === 'sqlite' || scheme === 'file') return sqliteUrlPath(name, value.slice(scheme.length + 1));
+    if (scheme !== undefined && scheme !== 'postgres' && scheme !== 'postgresql' && /^[^:]+:\/\//.test(value))
+      throw new ConfigError(
+        name,
+        `must be a SQLite file (a path, a sqlite: or file: URL) or a postgres:// URL, got a ${scheme}:// URL`,
+      );
     return value;
   }
 

@@ -183,13 +183,53 @@ describe('loadConfig', () => {
   });
 });
 
+describe('DATABASE_URL', () => {
+  test.each([
+    ['a plain path', './data/gw.sqlite', './data/gw.sqlite'],
+    ['an absolute path', '/var/lib/paygate/gw.sqlite', '/var/lib/paygate/gw.sqlite'],
+    ['sqlite:/// with an absolute path', 'sqlite:///var/lib/paygate/gw.sqlite', '/var/lib/paygate/gw.sqlite'],
+    ['sqlite:// with a relative path', 'sqlite://./data/gw.sqlite', './data/gw.sqlite'],
+    ['sqlite: with a relative path', 'sqlite:gw.sqlite', 'gw.sqlite'],
+    ['SQLITE: in capitals', 'SQLITE:gw.sqlite', 'gw.sqlite'],
+    ['file: with a relative path', 'file:gw.sqlite', 'gw.sqlite'],
+    ['file:/// with an absolute path', 'file:///var/lib/paygate/gw.sqlite', '/var/lib/paygate/gw.sqlite'],
+    ['a percent-encoded space', 'sqlite:///srv/pay%20gate/gw.sqlite', '/srv/pay gate/gw.sqlite'],
+    ['sqlite::memory:', 'sqlite::memory:', ':memory:'],
+    ['sqlite://:memory:', 'sqlite://:memory:', ':memory:'],
+    ['a postgres:// URL, as given', 'postgres://gw@db:5432/gateway', 'postgres://gw@db:5432/gateway'],
+    [
+      'a postgresql:// URL, as given',
+      'postgresql://gw@db/gateway?sslmode=require',
+      'postgresql://gw@db/gateway?sslmode=require',
+    ],
+  ])('%s (%s) opens %s', (_spelling, url, opened) => {
+    expect(loadConfig({ ...minimal, DATABASE_URL: url }).databaseUrl).toBe(opened);
+  });
+});
+
 describe('each invalid variable stops start-up with one message naming it', () => {
   const cases: Array<[string, Record<string, string | undefined>, string]> = [
     ['PORT', { PORT: 'eighty' }, 'must be a whole number, got "eighty"'],
     ['PORT', { PORT: '65536' }, 'must be between 0 and 65535'],
     ['TRUST_PROXY', { TRUST_PROXY: 'yes' }, 'must be true, false, or IP addresses/CIDRs, got "yes"'],
     ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.0/33' }, 'got "10.0.0.0/33"'],
-    ['DATABASE_URL', { DATABASE_URL: 'mysql://db/gw' }, 'must be a SQLite file path or a postgres:// URL'],
+    [
+      'DATABASE_URL',
+      { DATABASE_URL: 'mysql://db/gw' },
+      'must be a SQLite file (a path, a sqlite: or file: URL) or a postgres:// URL, got a mysql:// URL',
+    ],
+    ['DATABASE_URL', { DATABASE_URL: 'sqlite://' }, 'must name a SQLite file after sqlite: or file:'],
+    ['DATABASE_URL', { DATABASE_URL: 'sqlite:' }, 'must name a SQLite file after sqlite: or file:'],
+    [
+      'DATABASE_URL',
+      { DATABASE_URL: 'file:./dev.db?mode=ro' },
+      'without query parameters, got "./dev.db?mode=ro"',
+    ],
+    [
+      'DATABASE_URL',
+      { DATABASE_URL: 'sqlite:///data/%ZZ.db' },
+      'in valid percent-encoding, got "/data/%ZZ.db"',
+    ],
     ['REDIS_URL', { REDIS_URL: 'cache:6379' }, 'must use redis or rediss'],
     ['REDIS_URL', { REDIS_URL: 'not a url' }, 'must be a URL, got "not a url"'],
     ['JWT_SECRET', { JWT_SECRET: undefined }, 'is required'],
