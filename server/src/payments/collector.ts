@@ -3,12 +3,18 @@ import { type CollectionDue, collectableDebtors, settlementsOf } from '../billin
 import type { DependencyCheck } from '../http/health-route.js';
 import type { Leadership } from '../store/leadership.js';
 import type { PayerLock } from '../store/payer-lock.js';
+import { pruneUnpaidSessions } from '../store/sessions.js';
 import { shownReason } from './chain-client.js';
 import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile.js';
 import { unexpiredSessions } from './session-records.js';
 import { settleSessionDebt } from './session-settlement.js';
 import { type RefusalReason, SettlementRefusedError } from './settlement-errors.js';
 import { finishUnfinishedX402Settlements } from './x402/reconcile.js';
+
+/** How long a session stays that was never used (no session-rail record of its payer since it was authorized). */
+export const UNUSED_SESSION_LIFETIME_MS = 7 * 86_400_000;
+/** Sessions pruned per run at most: a run's work stays bounded. */
+const PRUNED_PER_RUN = 500;
 
 /** Delegations tried for one payer in one attempt, newest first. */
 const SESSIONS_TRIED = 5;
@@ -56,6 +62,8 @@ export interface CollectorRun {
   collected: Address[];
   failed: Address[];
   reconciled: number;
+  /** Sessions deleted that never paid and are of no more use (see pruneUnpaidSessions). */
+  pruned: number;
 }
 
 export interface Collector {
@@ -87,9 +95,9 @@ interface Failure {
 
 /**
  * Settles, in the background, the debts of session payers who stopped sending requests, or whose
- * sessions end before an idle wait would (so their last request is paid too), and finishes
- * settlements of either rail left in flight. Each payer is settled under its lock; a failing payer
- * is retried with exponential backoff.
+ * sessions end before an idle wait would (so their last request is paid too), finishes settlements
+ * of either rail left in flight, and deletes sessions that never paid and are of no more use. Each
+ * payer is settled under its lock; a failing payer is retried with exponential backoff.
  */
 export function createCollector(options: CollectorOptions): Collector {
   const backoffMs = options.backoffMs ?? options.intervalMs;
@@ -141,7 +149,7 @@ export function createCollector(options: CollectorOptions): Collector {
     if (sessions.length === 0) throw new Error('no unexpired session delegation to collect with');
     for (const [tried, session] of sessions.entries()) {
       try {
-        return await settleSessionDebt(options, session);
+        return await settleSessionDebt(options, session, { weighDeploymentCost: true });
       } catch (error) {
         const last = tried === sessions.length - 1;
         if (last || !(error instanceof SettlementRefusedError && DELEGATION_REFUSALS.has(error.reason)))
@@ -196,7 +204,7 @@ export function createCollector(options: CollectorOptions): Collector {
   };
 
   const runOnce = async (now = new Date()): Promise<CollectorRun> => {
-    const run: CollectorRun = { collected: [], failed: [], reconciled: 0 };
+    const run: CollectorRun = { collected: [], failed: [], reconciled: 0, pruned: 0 };
     try {
       leading = (await options.leadership?.acquire()) ?? true;
       if (!leading) {
@@ -217,6 +225,13 @@ export function createCollector(options: CollectorOptions): Collector {
       // An x402 payer who never comes back would leave its settlement unfinished until a restart.
       await step(() => finishUnfinishedX402Settlements(options, options.withPayerLock, { olderThan }));
       await step(() => collectDueDebts(now, run));
+      await step(async () => {
+        run.pruned = await pruneUnpaidSessions(options.store, {
+          now: now.getTime(),
+          unusedSince: now.getTime() - UNUSED_SESSION_LIFETIME_MS,
+          limit: PRUNED_PER_RUN,
+        });
+      });
       if (stepErrors.length > 0) throw stepErrors[0];
       lastRunError = null;
     } catch (error) {

@@ -62,14 +62,6 @@ export function redeemableSignature(signature: Hex): RedeemableSignature {
 }
 
 /**
- * The most gas the gateway spends deploying a payer's account: a MetaMask smart account with an EOA
- * owner takes about 190,000; this leaves room for a few passkeys (P256 keys) or signers. The payer
- * chose the account's initialization: the gateway pays for a usual one, not for whatever amount of
- * storage a payer can make it write.
- */
-export const MAX_DEPLOYMENT_GAS = 1_000_000n;
-
-/**
  * Only the deployment of a MetaMask smart account is sent with the gateway's key: the framework's
  * SimpleFactory deploying its ERC-1967 proxy over one of its DeleGator implementations, initialized
  * by that implementation's `initialize`. Any other call would have the gateway pay the gas of

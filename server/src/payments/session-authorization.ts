@@ -11,13 +11,13 @@ import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
 import {
   delegationDomain,
   deploysDeleGator,
-  MAX_DEPLOYMENT_GAS,
   type PendingDeployment,
   type RedeemableSignature,
   redeemableSignature,
   verifyDelegationSignature,
 } from './delegation-signature.js';
 import { delegatorCode } from './delegator-account.js';
+import { GAS_CAPS } from './gas-caps.js';
 import { findSessionByDelegationHash } from './session-records.js';
 
 export interface SessionRequest {
@@ -136,7 +136,7 @@ function redeemableOrRefused(signature: Hex): RedeemableSignature {
   }
 }
 
-/** 400 when deploying the account would cost the gateway more than MAX_DEPLOYMENT_GAS. */
+/** 400 when deploying the account would cost the gateway more than its gas cap. */
 async function checkDeploymentGas(chain: ChainClient, deployment: PendingDeployment): Promise<void> {
   const gas = await onChain(() =>
     chain.publicClient
@@ -148,10 +148,10 @@ async function checkDeploymentGas(chain: ChainClient, deployment: PendingDeploym
   );
   if (gas === undefined)
     throw validationError('x-authorization-signature', 'deploys an account that cannot be deployed');
-  if (gas > MAX_DEPLOYMENT_GAS)
+  if (gas > GAS_CAPS.deployment)
     throw validationError(
       'x-authorization-signature',
-      `deploys an account needing ${gas} gas to deploy; the gateway deploys smart accounts of at most ${MAX_DEPLOYMENT_GAS}`,
+      `deploys an account needing ${gas} gas to deploy; the gateway deploys smart accounts of at most ${GAS_CAPS.deployment}`,
     );
 }
 

@@ -1,4 +1,5 @@
 import { type Address, BaseError, encodeFunctionData, erc20Abi, type Hash, type Hex } from 'viem';
+import { PICO_PER_ATOMIC } from '../billing/money.js';
 import {
   failSettlement,
   markSettlementSent,
@@ -10,13 +11,9 @@ import type { SettlementOutcome } from '../observability/index.js';
 import type { Store } from '../store/database.js';
 import { type ChainClient, chainErrorReason } from './chain-client.js';
 import { redeemDelegationCalldata } from './delegation-framework.js';
-import {
-  deploysDeleGator,
-  MAX_DEPLOYMENT_GAS,
-  type PendingDeployment,
-  redeemableSignature,
-} from './delegation-signature.js';
+import { deploysDeleGator, type PendingDeployment, redeemableSignature } from './delegation-signature.js';
 import { delegatorCode } from './delegator-account.js';
+import { cappedGasLimit, GAS_CAPS, GasCapExceededError, gasCostPicoUsd } from './gas-caps.js';
 import {
   awaitReceipt,
   OUTBOX_FAILURES,
@@ -47,8 +44,13 @@ export interface SettledDebt {
   blockNumber: bigint;
 }
 
-// Gas use varies a little with state (first transfer of a period, cold storage): a margin over the estimate.
-const GAS_MARGIN_PERCENT = 120n;
+export interface SettleOptions {
+  /**
+   * The collector's settlements, which no request of the payer asked for: an account is deployed
+   * only for a debt above what its deployment may cost the operator in gas.
+   */
+  weighDeploymentCost?: boolean;
+}
 
 /**
  * The ordering rule's payment: everything the session's payer owes for completed requests is
@@ -60,13 +62,14 @@ const GAS_MARGIN_PERCENT = 120n;
 export async function settleSessionDebt(
   deps: OutboxDeps,
   session: SessionRecord,
+  options: SettleOptions = {},
 ): Promise<SettledDebt | null> {
   for (let attempt = 1; ; attempt++) {
     const settlement = await openAfterUnfinished(deps, session);
     if (!settlement) return null;
     const seconds = () => (Date.now() - settlement.createdAt.getTime()) / 1000;
     try {
-      const settled = await pay(deps, session, settlement);
+      const settled = await pay(deps, session, settlement, options);
       deps.metrics?.settled('session', 'confirmed', seconds());
       return settled;
     } catch (error) {
@@ -109,7 +112,12 @@ async function openAfterUnfinished(deps: OutboxDeps, session: SessionRecord): Pr
   }
 }
 
-async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlement): Promise<SettledDebt> {
+async function pay(
+  deps: OutboxDeps,
+  session: SessionRecord,
+  settlement: Settlement,
+  options: SettleOptions,
+): Promise<SettledDebt> {
   const { store, chain } = deps;
   const owed = settlement.amountAtomic;
   const redeemable = redeemableSignature(session.signature);
@@ -117,7 +125,8 @@ async function pay(deps: OutboxDeps, session: SessionRecord, settlement: Settlem
 
   let sent: SignedTransaction;
   try {
-    if (redeemable.deployment) await ensureDeployed(deps, session.wallet, redeemable.deployment, owed);
+    if (redeemable.deployment)
+      await ensureDeployed(deps, session.wallet, redeemable.deployment, owed, options);
     const [simulated, code] = await Promise.all([
       simulate(deps, call.to, call.data, owed).then(
         (gas) => ({ gas }),
@@ -241,13 +250,6 @@ export async function recordSettlementTransaction(store: Store, settlementId: st
   await markSettlementSent(store, settlementId, tx.hash);
 }
 
-/**
- * The most gas the gateway spends on one settlement: a MetaMask smart account's redemption takes
- * 190,000-320,000. The payer's account runs inside it (its signature check, its execution), so one
- * that burns more is refused, not paid for at every settlement.
- */
-const MAX_SETTLEMENT_GAS = 1_000_000n;
-
 /** Simulates the call from the relayer; resolves with the gas to send it with. */
 async function simulate(deps: OutboxDeps, to: Address, data: Hex, owed: bigint): Promise<bigint> {
   let gas: bigint;
@@ -256,24 +258,29 @@ async function simulate(deps: OutboxDeps, to: Address, data: Hex, owed: bigint):
   } catch (error) {
     throw refusalFromRevert(error, owed) ?? unavailable(error, false);
   }
-  if (gas > MAX_SETTLEMENT_GAS)
+  try {
+    return cappedGasLimit('sessionSettlement', gas);
+  } catch (error) {
+    if (!(error instanceof GasCapExceededError)) throw error;
     throw new SettlementRefusedError(
       'invalid_delegation',
-      `its redemption needs ${gas} gas; the gateway spends at most ${MAX_SETTLEMENT_GAS} on a settlement`,
+      `its redemption needs ${gas} gas; the gateway spends at most ${error.cap} on a settlement`,
       owed,
     );
-  return (gas * GAS_MARGIN_PERCENT) / 100n;
+  }
 }
 
 /**
  * An account authorized with an ERC-6492 signature is deployed by the gateway, through the
- * framework's factory, before its first settlement: the DelegationManager only verifies deployed accounts.
+ * framework's factory, before its first settlement: the DelegationManager only verifies deployed
+ * accounts. Only once its USDC covers the debt: the operator's gas goes to accounts that can pay.
  */
 async function ensureDeployed(
   deps: OutboxDeps,
   account: Address,
   deployment: PendingDeployment,
   owed: bigint,
+  options: SettleOptions,
 ): Promise<void> {
   const { chain } = deps;
   if (await chain.publicClient.getCode({ address: account })) return;
@@ -296,15 +303,17 @@ async function ensureDeployed(
       'it is not a DeleGator proxy of the framework',
       owed,
     );
-  if (gas > MAX_DEPLOYMENT_GAS)
+  if (gas > GAS_CAPS.deployment)
     throw new SettlementRefusedError('account_not_deployed', `its deployment needs ${gas} gas`, owed);
+  const gasLimit = cappedGasLimit('deployment', gas);
+  await ensureDeploymentPays(deps, account, owed, gasLimit, options);
   // No settlement records it (deploying twice is impossible, and a lost deployment is simply
   // redone): sent once while unmined, remembered in the store across restarts and instances, so a
   // deployment stuck below the market is replaced, not queued behind.
   const sent = await chain.relayer
     .submitOnce(
       `deploy:${account}`,
-      { to: deployment.factory, data: deployment.factoryData, gas: (gas * GAS_MARGIN_PERCENT) / 100n },
+      { to: deployment.factory, data: deployment.factoryData, gas: gasLimit },
       deps.receiptTimeoutMs,
     )
     .catch((error: unknown) => {
@@ -320,6 +329,40 @@ async function ensureDeployed(
       false,
     );
   if (receipt.status !== 'success') throw new SettlementRefusedError('account_not_deployed', undefined, owed);
+}
+
+/**
+ * Refuses the deployment of an account whose USDC does not cover its debt and, for the collector,
+ * that of one whose debt is below what the deployment's gas may cost at the market's fees.
+ */
+async function ensureDeploymentPays(
+  deps: OutboxDeps,
+  account: Address,
+  owed: bigint,
+  gasLimit: bigint,
+  options: SettleOptions,
+): Promise<void> {
+  const { publicClient, usdc } = deps.chain;
+  const [balance, fees] = await Promise.all([
+    publicClient.readContract({ address: usdc, abi: erc20Abi, functionName: 'balanceOf', args: [account] }),
+    options.weighDeploymentCost ? publicClient.estimateFeesPerGas() : undefined,
+  ]).catch((error: unknown) => {
+    throw unavailable(error, false);
+  });
+  if (balance < owed)
+    throw new SettlementRefusedError(
+      'insufficient_balance',
+      `it holds ${balance} and owes ${owed} USDC atomic units; the gateway deploys it once its balance covers its debt`,
+      owed,
+    );
+  if (!fees) return;
+  const costPicoUsd = gasCostPicoUsd(gasLimit, fees.maxFeePerGas);
+  if (owed * PICO_PER_ATOMIC < costPicoUsd)
+    throw new SettlementRefusedError(
+      'account_not_deployed',
+      `its debt of ${owed} USDC atomic units is below what deploying it may cost the gateway (${costPicoUsd} pico-USD of gas); it is deployed when the payer's next request settles`,
+      owed,
+    );
 }
 
 function settlementOutcome(error: unknown): SettlementOutcome {

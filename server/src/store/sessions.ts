@@ -140,3 +140,54 @@ export async function addSessionPaid(
     .where('id', '=', sessionId)
     .execute();
 }
+
+/**
+ * Deletes up to `limit` sessions that never paid and are no longer of use: nothing confirmed through
+ * them, no settlement opened through them, no session-rail record of their payer since they were
+ * authorized, and expired at `now`, revoked, or authorized before `unusedSince` (ms). A signed
+ * delegation costs its payer nothing, so unpaid sessions would otherwise pile up. Returns the count.
+ */
+export async function pruneUnpaidSessions(
+  store: Store,
+  bounds: { now: number; unusedSince: number; limit: number },
+): Promise<number> {
+  const result = await store.db
+    .deleteFrom('sessions')
+    .where('id', 'in', (db) =>
+      db
+        .selectFrom('sessions as s')
+        .select('s.id')
+        .where('s.paid_atomic', '=', 0n)
+        .where((eb) =>
+          eb.or([
+            eb('s.expires_at', '<=', BigInt(bounds.now)),
+            eb('s.revoked_at', 'is not', null),
+            eb('s.created_at', '<', BigInt(bounds.unusedSince)),
+          ]),
+        )
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('settlements')
+                .select('settlements.id')
+                .whereRef('settlements.payer', '=', 's.wallet')
+                .whereRef('settlements.session_id', '=', 's.id'),
+            ),
+          ),
+        )
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('usage_records')
+                .select('usage_records.request_id')
+                .whereRef('usage_records.payer', '=', 's.wallet')
+                .whereRef('usage_records.created_at', '>=', 's.created_at')
+                .where('usage_records.rail', '=', 'session'),
+            ),
+          ),
+        )
+        .limit(bounds.limit),
+    )
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
+}

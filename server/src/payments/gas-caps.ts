@@ -1,0 +1,50 @@
+/**
+ * The most gas the gateway's relayer spends on one transaction of each kind. The payer's account
+ * runs inside each (its signature check, its execution, its initialization), so a transaction whose
+ * estimate is above its cap is refused unsent rather than paid for by the operator.
+ */
+export const GAS_CAPS = {
+  // Redeeming a delegation of a HybridDeleGator (EOA owner): 206,459-240,659 on anvil; room for a passkey's P256 check.
+  sessionSettlement: 1_000_000n,
+  // EIP-3009 transferWithAuthorization: 68,838-85,938 from an EOA, 77,680 from a HybridDeleGator (ERC-1271) on anvil.
+  x402Settlement: 150_000n,
+  // SimpleFactory deploying a HybridDeleGator: 187,057 with an EOA owner, 429,890 with three passkeys more, on anvil.
+  deployment: 1_000_000n,
+} as const;
+
+export type TransactionKind = keyof typeof GAS_CAPS;
+
+// Gas use varies a little between estimate and execution (cold storage, the first transfer of a period).
+const GAS_MARGIN_PERCENT = 120n;
+
+/** The estimate of a transaction is above its kind's cap: it is not sent. */
+export class GasCapExceededError extends Error {
+  readonly cap: bigint;
+
+  constructor(
+    readonly kind: TransactionKind,
+    readonly estimate: bigint,
+  ) {
+    const cap = GAS_CAPS[kind];
+    super(`it needs ${estimate} gas; the gateway spends at most ${cap} on one`);
+    this.name = 'GasCapExceededError';
+    this.cap = cap;
+  }
+}
+
+/** The gas limit a transaction of `kind` is sent with: its estimate and a margin, never above the cap. */
+export function cappedGasLimit(kind: TransactionKind, estimate: bigint): bigint {
+  const cap = GAS_CAPS[kind];
+  if (estimate > cap) throw new GasCapExceededError(kind, estimate);
+  const withMargin = (estimate * GAS_MARGIN_PERCENT) / 100n;
+  return withMargin < cap ? withMargin : cap;
+}
+
+/** The ETH price the gateway assumes, in USD: no price is known on chain, and this is above any ETH has traded at. */
+export const ETH_PRICE_USD = 10_000n;
+
+/** What `gas` at `feePerGasWei` may cost the operator in pico-USD, at ETH_PRICE_USD: overstated, never understated. */
+export function gasCostPicoUsd(gas: bigint, feePerGasWei: bigint): bigint {
+  // wei / 1e18 = ETH; * ETH_PRICE_USD = USD; * 1e12 = pico-USD. Rounded up.
+  return (gas * feePerGasWei * ETH_PRICE_USD + 999_999n) / 1_000_000n;
+}
