@@ -18,10 +18,13 @@ import {
   encodeFunctionData,
   type Hash,
   type Hex,
+  isAddress,
   isAddressEqual,
   isHash,
 } from 'viem';
 import { type ChainClient, isTransportFailure } from '../chain-client.js';
+import { delegatorCode } from '../delegator-account.js';
+import { cappedGasLimit, GasCapExceededError } from '../gas-caps.js';
 import { BroadcastError, NONCE_ATTEMPTS } from '../relayer.js';
 
 /**
@@ -58,10 +61,6 @@ export interface InProcessFacilitatorOptions {
   confirmationTimeoutMs?: number;
 }
 
-// Gas estimates of transferWithAuthorization can fall short when an ERC-1271 account's check
-// costs more at execution than at estimation (cold storage); a margin keeps it from reverting.
-const GAS_MARGIN_PERCENT = 120n;
-
 /**
  * x402's facilitator (`x402Facilitator` with the `exact` EVM scheme) running in the gateway, sending
  * through the gateway's relayer: the session rail sends from the same key, and only the relayer
@@ -79,6 +78,8 @@ export function inProcessFacilitator(
   return {
     announcesSends: true,
     async verify(payload, requirements) {
+      const unsupported = await unsupportedPayer(chain, payload);
+      if (unsupported) return unsupported;
       // One facilitator per verification, so its signer reports this verification's node failures.
       const nodeFailures: unknown[] = [];
       let result: VerifyResponse;
@@ -112,6 +113,27 @@ export function inProcessFacilitator(
       if (!result.success && !result.transaction && nodeFailures.length > 0) throw nodeFailures[0];
       return result;
     },
+  };
+}
+
+/**
+ * A refusal of a payer whose address holds code other than a MetaMask smart account of the
+ * Delegation Framework: its ERC-1271 check runs in every settlement the relayer pays for, and only
+ * the framework's DeleGators are known to check signatures at a usual cost. EOAs (and accounts not
+ * deployed, which x402 refuses itself) pass.
+ */
+async function unsupportedPayer(
+  chain: ChainClient,
+  payload: PaymentPayload,
+): Promise<VerifyResponse | undefined> {
+  const payer = (payload.payload as { authorization?: { from?: unknown } }).authorization?.from;
+  if (typeof payer !== 'string' || !isAddress(payer)) return undefined;
+  if ((await delegatorCode(chain.publicClient, payer, chain.environment)) !== 'other') return undefined;
+  return {
+    isValid: false,
+    invalidReason: 'unsupported_payer',
+    invalidMessage: `${payer} is a contract but not a MetaMask smart account of the Delegation Framework (a HybridDeleGator or MultiSigDeleGator proxy, or an EIP-7702 stateless DeleGator); this gateway settles proofs of EOAs and of those accounts only`,
+    payer,
   };
 }
 
@@ -172,8 +194,18 @@ function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeo
     });
   const send = async (to: Address, data: Hex): Promise<Hash> => {
     if (!onSubmitted) throw new Error('this facilitator only verifies');
+    // The estimate simulates the transfer from the relayer: one that would revert is not sent.
     const estimate = await ask(client.estimateGas({ account: chain.relayer.address, to, data }));
-    const call = { to, data, gas: (estimate * GAS_MARGIN_PERCENT) / 100n };
+    let gas: bigint;
+    try {
+      gas = cappedGasLimit('x402Settlement', estimate);
+    } catch (error) {
+      if (!(error instanceof GasCapExceededError)) throw error;
+      throw new Error(
+        `the payer's transfer needs ${estimate} gas; the gateway spends at most ${error.cap} on an x402 settlement`,
+      );
+    }
+    const call = { to, data, gas };
     for (let attempt = 1; ; attempt++) {
       try {
         return (await ask(chain.relayer.submit(call, (tx) => onSubmitted(tx.hash, tx.raw)))).hash;
