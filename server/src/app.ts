@@ -9,7 +9,7 @@ import {
   type ChainConfig,
   ConfigError,
   DEFAULT_DATABASE_QUERY_TIMEOUT_MS,
-  DEFAULT_REQUEST_TIMEOUT_MS,
+  defaultRequestTimeoutMs,
   type GatewayConfig,
 } from './config.js';
 import graphqlRoutes from './graphql/plugin.js';
@@ -22,6 +22,7 @@ import { StreamBuffers } from './http/event-stream.js';
 import { coreHealthChecks, probeClient } from './http/health-checks.js';
 import healthRoute, { type DependencyCheck } from './http/health-route.js';
 import { parseJsonBodies } from './http/json-body.js';
+import { discardOversizedBodies } from './http/oversized-body.js';
 import metricsRoute from './http/metrics-route.js';
 import modelsRoute from './http/models-route.js';
 import { operatorAccess } from './http/operator-access.js';
@@ -34,7 +35,9 @@ import {
   meteredProviders,
   meteredRecorder,
   readLedgerSnapshot,
+  relayerFunds,
 } from './observability/index.js';
+import { balanceReader } from './payments/balances.js';
 import { createChainClient, delegationEnvironment } from './payments/chain-client.js';
 import { createPaymentGate } from './payments/gate.js';
 import { localInFlightLimiter } from './payments/in-flight.js';
@@ -42,6 +45,7 @@ import { redisInFlightLimiter } from './payments/in-flight-redis.js';
 import { storeOnceSends } from './payments/once-sends.js';
 import { storeSendLock } from './payments/relayer.js';
 import { createSessionRail } from './payments/session-rail.js';
+import { localHourlyCounter, redisHourlyCounter, unprovenPolicy } from './payments/unproven.js';
 import { createX402Rail, gatewayFacilitator } from './payments/x402/index.js';
 import { createProviderRegistry } from './providers/registry.js';
 import type { PaymentGate, UsageRecorder } from './services/chat-contracts.js';
@@ -129,7 +133,9 @@ export async function buildApp(
     onceSends: storeOnceSends(store),
   });
   const streamBuffers = new StreamBuffers(config.limits.streamBufferBudgetBytes);
+  const relayer = relayerFunds(probeClient(config.chain.rpcUrl), chain.relayer.address);
   const metrics = createGatewayMetrics({
+    relayer,
     ledger: () => readLedgerSnapshot(store),
     streams: () => streamBuffers.snapshot(),
     onLedgerError: (error) => app.log.warn({ err: error }, 'metrics: the ledger could not be read'),
@@ -145,7 +151,6 @@ export async function buildApp(
     receiptTimeoutMs: config.limits.settlementTimeoutMs,
     log: { error: (details, message) => app.log.error(details, message) },
     metrics,
-    commissionBps: config.commissionBps,
   });
   // The rail reaches the app's JWT and logger only once requests arrive, after `app` exists below.
   const sessionRail = createSessionRail({
@@ -174,6 +179,22 @@ export async function buildApp(
         : localInFlightLimiter(config.limits.maxInFlightPerPayer),
       withPayerLock: store.withPayerLock,
       paymentRequired: (request) => x402Rail.paymentRequired(request),
+      commissionBps: config.commissionBps,
+      balances: balanceReader(chain, config.exposure.balanceMaxAgeMs),
+      unproven: unprovenPolicy({
+        store,
+        payerMaxAtomic: config.exposure.unprovenPayerMaxAtomic,
+        hourlyCeilingPicoUsd: config.exposure.unprovenHourlyMaxPicoUsd,
+        counter: redis
+          ? redisHourlyCounter(redis, {
+              onStoreError: (error) =>
+                app.log.warn(
+                  { err: error },
+                  'unproven exposure store unreachable: counting this instance only',
+                ),
+            })
+          : localHourlyCounter(),
+      }),
     });
   const recorder = meteredRecorder(
     overrides.recorder ??
@@ -190,14 +211,15 @@ export async function buildApp(
     chat:
       overrides.chat ?? createChatService({ registry: meteredProviders(providers, metrics), gate, recorder }),
     checks: overrides.checks ?? [
-      ...coreHealthChecks(config, { redis }),
+      ...coreHealthChecks(config, { redis, relayer }),
       storeHealthCheck(store),
       sessionRail.collector.healthCheck(),
     ],
     store,
   };
 
-  const requestTimeoutMs = config.limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const requestTimeoutMs =
+    config.limits.requestTimeoutMs ?? defaultRequestTimeoutMs(config.limits.bodyLimitBytes);
   const app = Fastify({
     logger: {
       level: config.logLevel,
@@ -326,8 +348,13 @@ export async function buildApp(
   // The API speaks JSON only: anything else is 415, not a string that fails validation.
   app.removeContentTypeParser('text/plain');
   parseJsonBodies(app);
+  discardOversizedBodies(app);
 
-  installErrorHandling(app);
+  installErrorHandling(app, {
+    onRefusal: (route, status, reason) => {
+      if (route === '/v1/chat/completions') metrics.chatRefused(status, reason);
+    },
+  });
   // After the error handling's hook: a path no route takes is 404 (or 405) whatever its body's encoding.
   refuseEncodedBodies(app);
   installHttpMetrics(app, metrics);

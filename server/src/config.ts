@@ -40,6 +40,7 @@ export interface GatewayConfig {
    * background, instead of when its next request arrives (which then usually finds nothing owed).
    */
   settleOnCompletion: boolean;
+  exposure: ExposureConfig;
   chain: ChainConfig;
   limits: LimitsConfig;
   /** Directory of the built dashboard; served at `/` when it exists. */
@@ -80,13 +81,23 @@ export interface ChainConfig {
   maxFeePerGasWei?: bigint;
 }
 
+/** The exposure budget's limits on what the gateway serves before it is paid. */
+export interface ExposureConfig {
+  /** UNPROVEN_PAYER_MAX_USD: the most a payer with no confirmed payment may owe and have in flight (USDC atomic). */
+  unprovenPayerMaxAtomic: bigint;
+  /** UNPROVEN_EXPOSURE_MAX_USD_PER_HOUR: what all such payers together may be served in an hour (pico-USD). */
+  unprovenHourlyMaxPicoUsd: bigint;
+  /** BALANCE_MAX_AGE_MS: how long a payer's USDC balance read from the chain is used (at most a block). */
+  balanceMaxAgeMs: number;
+}
+
 export interface LimitsConfig {
   /** Largest accepted request body, in bytes. */
   bodyLimitBytes: number;
   /**
    * Longest time to receive a whole request, headers and body (REQUEST_TIMEOUT_MS): a client
    * stalling mid-request gets 408 and its connection closed. Answers (streams) are not bounded by
-   * it. Default DEFAULT_REQUEST_TIMEOUT_MS.
+   * it. Default `defaultRequestTimeoutMs(bodyLimitBytes)`.
    */
   requestTimeoutMs?: number;
   /** Requests per window per caller (wallet once known, IP before). */
@@ -135,6 +146,11 @@ export interface LimitsConfig {
   sessionMaxLifetimeSeconds: number;
   /** Smallest amount cap (total, or per period) a session delegation may set, in USDC atomic units. */
   sessionMinCapAtomic: bigint;
+  /**
+   * /health warns when the relayer's ETH pays fewer settlements than this at the current gas price
+   * (RELAYER_MIN_SETTLEMENTS_LEFT). Default DEFAULT_RELAYER_MIN_SETTLEMENTS_LEFT.
+   */
+  relayerMinSettlementsLeft?: number;
 }
 
 /** Start-up refuses to run with it; the message names the variable. */
@@ -214,18 +230,30 @@ const MAX_TIMER_MS = 2_147_483_647;
  */
 export const DEFAULT_DATABASE_QUERY_TIMEOUT_MS = 60_000;
 
-/** REQUEST_TIMEOUT_MS when unset: a 4 MiB body (BODY_LIMIT_BYTES) at 140 KB/s. */
-export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * BODY_LIMIT_BYTES when unset: the largest request Anthropic's Messages API takes (32 MB), so a
+ * multimodal request a provider accepts is not refused here. Gemini takes up to 100 MB inline.
+ */
+export const DEFAULT_BODY_LIMIT_BYTES = 32 * 1024 * 1024;
+
+/** REQUEST_TIMEOUT_MS when unset: a whole body of BODY_LIMIT_BYTES at 140 KB/s, and at least 30 s. */
+export function defaultRequestTimeoutMs(bodyLimitBytes: number): number {
+  return Math.max(30_000, Math.ceil(bodyLimitBytes / 140 / 1000) * 1000);
+}
+export const DEFAULT_RELAYER_MIN_SETTLEMENTS_LEFT = 1000;
 
 // Local chains (anvil, hardhat) mine every fraction of a second: polled often, a settlement
 // ends within a few milliseconds of its block. Elsewhere a quarter second: on Base's 2 s blocks,
 // eight block-number reads per settlement.
 const LOCAL_CHAIN_IDS = new Set([31337, 1337]);
+/** A block on Base (2 s), or on the local chain `npm start` runs (0.2 s). */
+const defaultBlockTimeMs = (chainId: number) => (LOCAL_CHAIN_IDS.has(chainId) ? 200 : 2_000);
 const defaultPollIntervalMs = (chainId: number) => (LOCAL_CHAIN_IDS.has(chainId) ? 10 : 250);
 
 export function loadConfig(env: Env = process.env): GatewayConfig {
   const read = new EnvReader(env);
   const chainId = read.integer('CHAIN_ID', 8453, 1);
+  const bodyLimitBytes = read.integer('BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1024);
   return {
     port: read.integer('PORT', 8080, 0, 65535),
     host: read.string('HOST', '127.0.0.1'),
@@ -250,6 +278,13 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     defaultModel: read.string('DEFAULT_MODEL', 'anthropic/claude-sonnet-4.5'),
     commissionBps: read.integer('COMMISSION_BPS', 1000, 0, 100_000),
     settleOnCompletion: read.boolean('SETTLE_ON_COMPLETION', false),
+    exposure: {
+      unprovenPayerMaxAtomic: read.usdAtomic('UNPROVEN_PAYER_MAX_USD', 100_000n),
+      // 1e6 pico-USD per atomic unit.
+      unprovenHourlyMaxPicoUsd:
+        read.usdAtomic('UNPROVEN_EXPOSURE_MAX_USD_PER_HOUR', 10_000_000n) * 1_000_000n,
+      balanceMaxAgeMs: read.integer('BALANCE_MAX_AGE_MS', defaultBlockTimeMs(chainId), 0, 60_000),
+    },
     chain: {
       ...readPaymentChain(read, chainId),
       sessionKeyPrivateKey: read.privateKey('SESSION_KEY_PRIVATE_KEY'),
@@ -260,11 +295,20 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       maxFeePerGasWei: read.optionalBigint('RELAYER_MAX_FEE_PER_GAS_WEI', 1n),
     },
     limits: {
-      bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 4 * 1024 * 1024, 1024),
-      requestTimeoutMs: read.integer('REQUEST_TIMEOUT_MS', DEFAULT_REQUEST_TIMEOUT_MS, 1000, MAX_TIMER_MS),
+      bodyLimitBytes,
+      requestTimeoutMs: read.integer(
+        'REQUEST_TIMEOUT_MS',
+        defaultRequestTimeoutMs(bodyLimitBytes),
+        1000,
+        MAX_TIMER_MS,
+      ),
       rateLimitMax: read.integer('RATE_LIMIT_MAX', 600, 1),
       rateLimitWindowMs: read.integer('RATE_LIMIT_WINDOW_MS', 60_000, 1000, MAX_TIMER_MS),
-      routeRateLimits: read.routeLimits('RATE_LIMITS'),
+      // Each authorization costs the gateway chain reads and a stored session: a lower limit of its own.
+      routeRateLimits: {
+        '/v1/authorize': read.integer('RATE_LIMIT_AUTHORIZE_MAX', 30, 1),
+        ...read.routeLimits('RATE_LIMITS'),
+      },
       maxInFlightPerPayer: read.integer('MAX_IN_FLIGHT_PER_PAYER', 8, 1),
       inFlightSlotTtlMs: read.integer('IN_FLIGHT_SLOT_TTL_MS', 30_000, 1000, MAX_TIMER_MS),
       upstreamTimeoutMs: read.integer('UPSTREAM_TIMEOUT_MS', 120_000, 100, MAX_TIMER_MS),
@@ -286,6 +330,11 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       ),
       sessionMaxLifetimeSeconds: read.integer('SESSION_MAX_LIFETIME_SECONDS', 30 * 86_400, 60),
       sessionMinCapAtomic: BigInt(read.integer('SESSION_MIN_CAP_ATOMIC', 10_000, 1)),
+      relayerMinSettlementsLeft: read.integer(
+        'RELAYER_MIN_SETTLEMENTS_LEFT',
+        DEFAULT_RELAYER_MIN_SETTLEMENTS_LEFT,
+        0,
+      ),
     },
     webDir: read.optional('WEB_DIR') ?? bundledWebDir(),
     devFaucetUrl: read.url('DEV_FAUCET_URL', ['http:', 'https:']),
@@ -350,6 +399,15 @@ class EnvReader {
     const value = BigInt(raw);
     if (value < min) throw new ConfigError(name, `must be at least ${min}`);
     return value;
+  }
+
+  /** A USD amount with at most 6 decimals ("0.10"), in USDC atomic units. */
+  usdAtomic(name: string, fallback: bigint): bigint {
+    const raw = this.optional(name);
+    if (raw === undefined) return fallback;
+    const match = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(raw);
+    if (!match) throw new ConfigError(name, `must be a USD amount with at most 6 decimals, got "${raw}"`);
+    return BigInt(match[1] as string) * 1_000_000n + BigInt((match[2] ?? '').padEnd(6, '0'));
   }
 
   /**

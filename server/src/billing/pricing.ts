@@ -1,6 +1,6 @@
 import type { ModelPricing, PriceSheet } from '../catalog/catalog.js';
 import type { TokenUsage } from '../providers/types.js';
-import { promptTokens, zeroUsage } from '../providers/usage.js';
+import { promptTokens } from '../providers/usage.js';
 
 /** Catalog prices turned into pico-USD per token (USD per million tokens x 1e6). */
 export interface TokenPrices {
@@ -47,17 +47,6 @@ export function tokenPrices(sheet: PriceSheet): TokenPrices {
 export function pricesFor(pricing: ModelPricing, usage: TokenUsage): TokenPrices {
   const tier = pricing.longPrompt;
   return tokenPrices(tier !== undefined && promptTokens(usage) > tier.aboveTokens ? tier : pricing);
-}
-
-/**
- * The most `outputTokens` of output can cost at the model's base prices, commission included: reasoning
- * tokens count against the same limit, so all of them at the dearer of the two prices. Known before
- * a request is forwarded; its prompt is not in it, as nothing counts prompt tokens before the provider.
- */
-export function outputCostBound(pricing: ModelPricing, outputTokens: number, commissionBps: number): bigint {
-  const prices = tokenPrices(pricing);
-  const bucket = prices.reasoning > prices.output ? 'reasoningTokens' : 'outputTokens';
-  return costOf({ ...zeroUsage(), [bucket]: outputTokens }, prices, commissionBps).totalPicoUsd;
 }
 
 /** Provider cost from the disjoint token buckets; commission rounded down to the pico. */

@@ -526,6 +526,19 @@ export interface Keyset {
   id: string;
 }
 
+/** Whether a settlement of the payer that moved USDC was confirmed: the payer has paid before. */
+export async function hasPaid(store: Store, payer: Address): Promise<boolean> {
+  const row = await store.db
+    .selectFrom('settlements')
+    .select('id')
+    .where('payer', '=', payer)
+    .where('status', '=', 'confirmed')
+    .where('amount_atomic', '>', 0n)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 /** A payer's settlements, newest first (after `after`, when given). */
 export async function settlementsOf(
   store: Store,

@@ -11,8 +11,11 @@ import { costOf, pricesFor } from './pricing.js';
 // same limit) at the dearer of the output and reasoning prices, and a prompt that may pass a long-
 // prompt threshold at the tier's prices.
 
-/** Tokens a provider adds around a prompt (Anthropic's tool-use system prompt is ~350). */
-const PROMPT_OVERHEAD_TOKENS = 1_024;
+/**
+ * Tokens a provider adds to a prompt with tools or a response format, beyond the request's own bytes
+ * (Anthropic documents a tool-use system prompt of up to 346 tokens).
+ */
+const INSTRUCTIONS_OVERHEAD_TOKENS = 512;
 
 /** The largest prompt a request can be billed for, in tokens. */
 export function promptTokenBound(
@@ -30,8 +33,9 @@ export function promptTokenBound(
     }
   }
   const textBytes = Buffer.byteLength(JSON.stringify(request)) - imageBytes;
+  const overhead = request.tools?.length || request.response_format ? INSTRUCTIONS_OVERHEAD_TOKENS : 0;
   // A longer prompt is refused by the provider, unbilled.
-  return Math.min(model.contextLength, textBytes + images * model.maxImageTokens + PROMPT_OVERHEAD_TOKENS);
+  return Math.min(model.contextLength, textBytes + images * model.maxImageTokens + overhead);
 }
 
 /** A request's worst case: its prompt bound, its output limit, and what both can cost (pico-USD). */
@@ -85,6 +89,8 @@ export function affordableOutputTokens(
   return tokens;
 }
 
-function max(...values: bigint[]): bigint {
-  return values.reduce((a, b) => (a > b ? a : b));
+function max(first: bigint, ...rest: bigint[]): bigint {
+  let largest = first;
+  for (const value of rest) if (value > largest) largest = value;
+  return largest;
 }

@@ -52,6 +52,13 @@ redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`;
 
+/** KEYS[1] the payer's slots; ARGV the slot's id, its new id: the slot, renamed, keeps its expiry. */
+const RENAME = `local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not expiry then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[1], expiry, ARGV[2])
+return 1`;
+
 /**
  * The in-flight bound shared by every gateway instance through Redis. While Redis cannot be
  * reached, each instance bounds its payers on its own (the bound is then the limit per instance)
@@ -102,7 +109,8 @@ export function redisInFlightLimiter(redis: Redis, options: RedisInFlightOptions
   return {
     async acquire(payer, reservePicoUsd = 0n): Promise<InFlightSlot> {
       const key = `paygate-inflight:${payer}`;
-      const slot = `${randomUUID()}:${reservePicoUsd}`;
+      const id = randomUUID();
+      let slot = `${id}:${reservePicoUsd}`;
       let others: string[] | null;
       try {
         others = await take(key, slot);
@@ -117,7 +125,19 @@ export function redisInFlightLimiter(redis: Redis, options: RedisInFlightOptions
       let released = false;
       return {
         othersReservedPicoUsd:
-          others.reduce((sum, id) => sum + reservationOf(id), 0n) + fallback.reservedPicoUsd(payer),
+          others.reduce((sum, other) => sum + reservationOf(other), 0n) + fallback.reservedPicoUsd(payer),
+        async lower(lowered) {
+          if (released || lowered >= reservationOf(slot)) return;
+          const renamed = `${id}:${lowered}`;
+          // Until Redis answers, the others see the higher reservation: cautious. Not renamed (Redis
+          // away), the slot keeps it until released.
+          await redis.eval(RENAME, 1, key, slot, renamed).then(() => {
+            held.delete(slot);
+            slot = renamed;
+            if (released) redis.zrem(key, renamed).catch(storeError);
+            else held.set(renamed, key);
+          }, storeError);
+        },
         release() {
           if (released) return;
           released = true;

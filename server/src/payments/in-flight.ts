@@ -8,6 +8,8 @@ export interface InFlightSlot {
    * Of any requests in flight at once, the one that took its slot last saw every other's.
    */
   othersReservedPicoUsd: bigint;
+  /** Lowers the slot's reservation (once its request's worst case is known to be less). */
+  lower(reservePicoUsd: bigint): Promise<void>;
   /** Gives the slot and its reservation back (once). */
   release(): void;
 }
@@ -56,6 +58,11 @@ export function localInFlightLimiter(limit: number): LocalInFlightLimiter {
       let released = false;
       return {
         othersReservedPicoUsd,
+        async lower(lowered) {
+          if (released || lowered >= reservePicoUsd) return;
+          held.reservedPicoUsd -= reservePicoUsd - lowered;
+          reservePicoUsd = lowered;
+        },
         release() {
           if (released) return;
           released = true;

@@ -6,15 +6,10 @@ import { formatUsdcAtomic } from '../billing/money.js';
 import { sessionStanding } from '../billing/settlements.js';
 import { ApiError } from '../http/errors.js';
 import type { AdmissionRequest } from '../services/chat-contracts.js';
-import type { PaymentMethod } from './gate.js';
+import type { Shortfall } from './exposure.js';
+import type { PaymentMethod, Spending } from './gate.js';
 import type { OutboxDeps } from './outbox/reconcile.js';
-import {
-  type CapShortfall,
-  capShortfall,
-  type RequestBound,
-  requestBound,
-  sessionCapsReader,
-} from './session-allowance.js';
+import { sessionCapLimits, sessionCapsReader } from './session-allowance.js';
 import { findSession, type SessionRecord } from './session-records.js';
 import { type SettledDebt, settleSessionDebt } from './session-settlement.js';
 import type { SettleOnCompletion } from './settle-on-completion.js';
@@ -43,13 +38,10 @@ export interface SessionMethodOptions extends OutboxDeps {
   settleOnCompletion?: SettleOnCompletion;
   /** A 402 carrying x402 requirements for what the payer owes (the x402 rail), when that rail is on. */
   demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
-  /** COMMISSION_BPS: part of the most a request can cost, which its session's cap must still cover. */
-  commissionBps: number;
 }
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 const RETRY_AFTER_SECONDS = '2';
-const IN_FLIGHT_RETRY_AFTER_SECONDS = '1';
 
 /** The session-key rail: a session's access token names the payer, its delegation pays the debt. */
 export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMethod {
@@ -73,14 +65,13 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
             headers: { 'www-authenticate': 'Bearer' },
           },
         );
-      const bound = requestBound(request, options.commissionBps);
+      // What the session's delegation can still pay, as read by `owesNothing` or after settling.
+      let spending: Spending | undefined;
       return {
         payer: caller.wallet,
-        reservePicoUsd: bound.picoUsd,
-        outputTokens: bound.outputTokens,
         // The session, whether its payer may owe anything and what its delegation paid, read
         // together in one round trip (the session's caps once per process).
-        async owesNothing(othersReservedPicoUsd) {
+        async owesNothing() {
           const caps = await capsOf(caller.sessionId);
           if (!caps) throw await sessionEnded(options, caller.wallet);
           const standing = await sessionStanding(options.store, {
@@ -90,8 +81,7 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
           if (!standing.active) throw await sessionEnded(options, caller.wallet);
           if (standing.mayOwe) return false;
           // No debt and no settlement in flight: the totals count every settlement of the session.
-          const committed = { owedPicoUsd: 0n, inFlightPicoUsd: othersReservedPicoUsd };
-          await refuseBeyondCap(options, request, capShortfall(caps.limits, standing.paid, committed, bound));
+          spending = { limits: sessionCapLimits(caps.limits, standing.paid), owedPicoUsd: 0n };
           return true;
         },
         recorded(cost) {
@@ -101,34 +91,36 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
               expiresAt: caller.sessionExpiresAt,
             });
         },
-        async settleDebt(othersReservedPicoUsd) {
+        async settleDebt() {
           // Read only when something may be owed: `owesNothing` found the session active already,
           // and sessions are never deleted, so a request owing nothing needs no second lookup.
           const session = await findSession(options.store, caller.sessionId);
           if (!session)
             throw new ApiError(401, 'unauthorized', 'the session of this access token does not exist');
           const headers = await settleOrRefuse(options, request, session);
-          const shortfall = await shortfallAfterSettling(options, session, bound, othersReservedPicoUsd);
-          await refuseBeyondCap(options, request, shortfall);
-          return headers;
+          spending = await spendingAfterSettling(options, session);
+          return { headers, moved: Object.keys(headers).length > 0 };
         },
+        async spending() {
+          if (!spending) throw new Error('spending read before the debt was settled');
+          return spending;
+        },
+        refuse: (shortfall) => refuseBeyondCap(options, request, shortfall),
       };
     },
   };
 }
 
 /**
- * What the delegation must still pay once the debt is settled: requests of the payer that completed
- * meanwhile (the payer's credit taken off, as a settlement does), those in flight, plus this request's
- * bound, against the session's totals as the settlement left them. A request in flight when this
- * request's slot was taken that completed since is counted twice (reserved and owed): cautious.
+ * What the delegation can still pay once the debt is settled, and the requests of the payer that
+ * completed meanwhile (the payer's credit taken off, as a settlement does), against the session's
+ * totals as the settlement left them. A request in flight when this request's slot was taken that
+ * completed since is counted twice (reserved and owed): cautious.
  */
-async function shortfallAfterSettling(
+async function spendingAfterSettling(
   options: SessionMethodOptions,
   session: SessionRecord,
-  bound: RequestBound,
-  inFlightPicoUsd: bigint,
-): Promise<CapShortfall | undefined> {
+): Promise<Spending> {
   const [standing, debt] = await Promise.all([
     sessionStanding(options.store, { sessionId: session.id, wallet: session.wallet }),
     debtOf(options.store, session.wallet),
@@ -137,12 +129,7 @@ async function shortfallAfterSettling(
   // another request) can outlast the session: a payer that revoked it meanwhile was told what it
   // owed, which is paid now, and nothing more is served on it.
   if (!standing.active) throw await sessionEnded(options, session.wallet);
-  return capShortfall(
-    session.limits,
-    standing.paid,
-    { owedPicoUsd: debt.owedPicoUsd, inFlightPicoUsd },
-    bound,
-  );
+  return { limits: sessionCapLimits(session.limits, standing.paid), owedPicoUsd: debt.owedPicoUsd };
 }
 
 /**
@@ -161,23 +148,13 @@ async function sessionEnded(options: SessionMethodOptions, wallet: Address): Pro
   );
 }
 
-/**
- * 402 before forwarding a request its session's delegation could not pay for; 429 (retried by
- * OpenAI's clients) for one it could pay once the payer's other requests in flight complete.
- */
-async function refuseBeyondCap(
+/** 402 before forwarding a request its payer could not pay for (the x402 rail's terms beside). */
+function refuseBeyondCap(
   options: SessionMethodOptions,
   request: AdmissionRequest,
-  shortfall: CapShortfall | undefined,
-): Promise<void> {
-  if (!shortfall) return;
-  const { reason, message, details } = shortfall;
-  if (reason === 'requests_in_flight')
-    throw new ApiError(429, 'too_many_in_flight', message, {
-      headers: { 'retry-after': IN_FLIGHT_RETRY_AFTER_SECONDS },
-      details: { reason, ...details },
-    });
-  throw await paymentRequired(options, request, message, { reason, ...details }, BigInt(details.owedAtomic));
+  { reason, message, details }: Shortfall,
+): Promise<ApiError> {
+  return paymentRequired(options, request, message, { reason, ...details }, BigInt(details.owedAtomic));
 }
 
 /**

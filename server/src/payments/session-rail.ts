@@ -94,7 +94,6 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
       adminToken: config.adminToken,
       demandPayment: options.demandPayment,
       settleOnCompletion: onCompletion,
-      commissionBps: config.commissionBps,
     }),
     collector,
     terms,

@@ -38,8 +38,12 @@ const OPUS = 'anthropic/claude-opus-4.5';
 /** 300 input and 2 output tokens of Sonnet ($3 / $15 per million, 10% commission): 1,023 atomic units. */
 const DEBT = { input_tokens: 300, output_tokens: 2 } as const;
 const DEBT_ATOMIC = 1_023n;
-/** 64 output tokens of Sonnet at $15 per million plus 10%: the most a `max_tokens: 64` request costs. */
-const BOUND_64_ATOMIC = 1_056n;
+/**
+ * The most a `max_tokens: 64` "hi" request to Sonnet costs: its 99-byte body bounds its prompt (99
+ * tokens at the dearest prompt price, $3.75 per million for a cache write), plus 64 output tokens at
+ * $15 per million, plus 10%: 1,464.4 units.
+ */
+const BOUND_64_ATOMIC = 1_465n;
 /** A total cap of 2,000 units that paid DEBT_ATOMIC, and nothing owed: a `max_tokens: 64` request's refusal. */
 const CAP_LEFT_977 = {
   reason: 'cap_reached',
@@ -49,6 +53,8 @@ const CAP_LEFT_977 = {
   owedAtomic: '0',
   inFlightAtomic: '0',
   requestMaxAtomic: BOUND_64_ATOMIC.toString(),
+  // Beside its 99 prompt tokens, 977 units pay for 34 output tokens: (371.25 + 510) x 1.1 = 969.4.
+  maxAffordableTokens: 34,
 };
 
 interface Answer {
@@ -97,7 +103,8 @@ describe('a request whose own worst case exceeds the cap', () => {
     const payer = await newPayer(local, 0);
     const session = await authorize(gateway, payer, { cap: 10_000n, period: { seconds: 86_400 } });
     const refused = await refusedUpFront(session, { model: OPUS, max_tokens: 64_000 });
-    // 64,000 tokens at $25 per million plus 10%: 1.76 USDC.
+    // A 100-byte body (100 prompt tokens at $6.25 per million, Opus's cache-write price) and 64,000
+    // tokens at $25 per million, plus 10%: 1.7606875 USDC. The 0.01 USDC cap affords 338 output tokens.
     expect(refused.body.error.details).toEqual({
       reason: 'request_exceeds_cap',
       cap: 'period',
@@ -105,28 +112,30 @@ describe('a request whose own worst case exceeds the cap', () => {
       availableAtomic: '10000',
       owedAtomic: '0',
       inFlightAtomic: '0',
-      requestMaxAtomic: '1760000',
+      requestMaxAtomic: '1760688',
+      maxAffordableTokens: 338,
     });
     expect(refused.body.error.message).toContain(
-      '1.76 USDC (64000 output tokens of anthropic/claude-opus-4.5)',
+      '1.760688 USDC (a prompt of up to 100 tokens and 64000 output tokens of anthropic/claude-opus-4.5)',
     );
     expect(refused.body.error.message).toContain('0.01 USDC');
-    expect(refused.body.error.message).toMatch(/lower max_tokens/);
+    expect(refused.body.error.message).toMatch(/set max_tokens to at most 338/);
 
     anthropic.script({ text: 'small', usage: { input_tokens: 10, output_tokens: 2 } });
     expect((await rawChat(session.token, { model: OPUS, max_tokens: 64 })).status).toBe(200);
   });
 
-  test("without max_tokens the model's default limit is the bound", async () => {
+  test('without max_tokens the output limit sent is the most the cap can pay for, and the answer says so', async () => {
     const payer = await newPayer(local, 1);
     const session = await authorize(gateway, payer, { cap: 10_000n });
-    // Sonnet's default of 4,096 output tokens: 0.067584 USDC, over the 0.01 USDC total cap.
-    const refused = await refusedUpFront(session, { max_tokens: undefined });
-    expect(refused.body.error.details).toMatchObject({
-      reason: 'request_exceeds_cap',
-      cap: 'total',
-      requestMaxAtomic: '67584',
-    });
+    // An 82-byte body: 82 prompt tokens at $3.75 per million leave 0.01 USDC room for 585 output
+    // tokens at $15 per million, 10% included (0.00999075 USDC).
+    anthropic.script({ text: 'clamped', usage: { input_tokens: 8, output_tokens: 585 }, stop: 'max_tokens' });
+    const calls = anthropic.log.length;
+    const served = await rawChat(session.token, { max_tokens: undefined });
+    expect(served.status).toBe(200);
+    expect(served.headers.get('x-output-tokens-limit')).toBe('585');
+    expect(anthropic.log[calls]?.body).toMatchObject({ max_tokens: 585 });
   });
 });
 
@@ -137,7 +146,7 @@ describe('what the delegation can still pay', () => {
     anthropic.script({ text: 'debt', usage: DEBT });
     expect((await rawChat(session.token)).status).toBe(200);
 
-    // The debt is paid (977 units of the cap left), then the request is refused: 64 tokens may cost 1,056.
+    // The debt is paid (977 units of the cap left), then the request is refused: it may cost 1,465.
     const calls = anthropic.log.length;
     const [, treasuryBefore] = await balances(payer.address);
     const afterPaying = await rawChat(session.token);
@@ -160,7 +169,7 @@ describe('what the delegation can still pay', () => {
     const session = await authorize(gateway, payer, { cap: 2_000n });
     anthropic.script({ text: 'debt', usage: DEBT });
     expect((await rawChat(session.token)).status).toBe(200);
-    // The debt is paid, then the request refused: 977 units left, 64 tokens may cost 1,056.
+    // The debt is paid, then the request refused: 977 units left, it may cost 1,465.
     const afterPaying = await rawChat(session.token);
     expect(afterPaying.body.error.details).toMatchObject({ reason: 'cap_reached', availableAtomic: '977' });
     expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(0n);
@@ -209,8 +218,8 @@ describe('what the delegation can still pay', () => {
 
   test('requests in flight at once count together: one the rest cannot cover beside them waits for them (429)', async () => {
     const payer = await newPayer(local, 6);
-    // 2,000 units: one `max_tokens: 64` request (at most 1,056) fits, two do not.
-    const session = await authorize(gateway, payer, { cap: 2_000n });
+    // 2,500 units: one `max_tokens: 64` request (at most 1,465) fits, two do not.
+    const session = await authorize(gateway, payer, { cap: 2_500n });
     anthropic.script({ text: 'slow', usage: { input_tokens: 1, output_tokens: 1 }, delayMs: 1_500 });
     const calls = anthropic.log.length;
     const slow = rawChat(session.token);
@@ -226,18 +235,20 @@ describe('what the delegation can still pay', () => {
     expect(refused.body.error.details).toEqual({
       reason: 'requests_in_flight',
       cap: 'total',
-      capAtomic: '2000',
-      availableAtomic: '2000',
+      capAtomic: '2500',
+      availableAtomic: '2500',
       owedAtomic: '0',
       inFlightAtomic: BOUND_64_ATOMIC.toString(),
       requestMaxAtomic: BOUND_64_ATOMIC.toString(),
+      // 1,035.6 units left beside the one in flight: 99 prompt tokens and 38 output tokens (1,035.4).
+      maxAffordableTokens: 38,
     });
     expect(refused.body.error.message).toMatch(
-      /your requests in flight may cost up to 0\.001056 USDC .*retry when one of them completes/,
+      /your requests in flight may cost up to 0\.001465 USDC .*retry when one of them completes/,
     );
     expect(anthropic.log.length).toBe(waiting);
     expect(await balances(session.wallet)).toEqual(before);
-    // A smaller one fits beside it: 32 tokens may cost 528 units.
+    // A smaller one fits beside it: with 32 output tokens it may cost 937 units.
     anthropic.script({ text: 'beside', usage: { input_tokens: 1, output_tokens: 1 } });
     expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
 

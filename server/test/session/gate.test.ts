@@ -8,6 +8,7 @@ import { ApiError } from '../../src/http/errors.js';
 import { createPaymentGate, type IdentifiedPayer, type PaymentMethod } from '../../src/payments/gate.js';
 import { localInFlightLimiter } from '../../src/payments/in-flight.js';
 import { sessionPaymentMethod } from '../../src/payments/session-method.js';
+import { localHourlyCounter, unprovenPolicy } from '../../src/payments/unproven.js';
 import type { Admission, AdmissionRequest } from '../../src/services/chat-contracts.js';
 import type { Store } from '../../src/store/database.js';
 import { revokeSession } from '../../src/store/sessions.js';
@@ -58,7 +59,6 @@ function gateOf(store: Store, payer: Address, sessionId: string, hooks: GateHook
       sessionId,
       sessionExpiresAt: new Date(Date.now() + 3_600_000),
     }),
-    commissionBps: 1_000,
   });
   const observed: PaymentMethod = {
     ...method,
@@ -68,8 +68,10 @@ function gateOf(store: Store, payer: Address, sessionId: string, hooks: GateHook
         ...identified,
         settleDebt: async () => {
           settleAttempts.push(identified.payer);
-          return {};
+          return { headers: {}, moved: false };
         },
+        // Settling is only noted: no caps, nothing owed.
+        spending: async () => ({ limits: [], owedPicoUsd: 0n }),
       };
     },
   };
@@ -87,6 +89,14 @@ function gateOf(store: Store, payer: Address, sessionId: string, hooks: GateHook
       return store.withPayerLock(wallet, fn);
     },
     paymentRequired: () => new ApiError(402, 'payment_required', 'pay'),
+    commissionBps: 1_000,
+    balances: { usdcOf: async () => 1_000_000_000n },
+    unproven: unprovenPolicy({
+      store,
+      payerMaxAtomic: 100_000n,
+      hourlyCeilingPicoUsd: 10n ** 13n,
+      counter: localHourlyCounter(),
+    }),
   });
   return { gate, settleAttempts, slots };
 }

@@ -15,6 +15,12 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
     defaultModel: 'anthropic/claude-sonnet-4.5',
     commissionBps: 1000,
     settleOnCompletion: false,
+    // The defaults: 0.10 USD per unproven payer, 10 USD per hour for all of them, a local block.
+    exposure: {
+      unprovenPayerMaxAtomic: 100_000n,
+      unprovenHourlyMaxPicoUsd: 10_000_000_000_000n,
+      balanceMaxAgeMs: 200,
+    },
     chain: {
       rpcUrl: 'http://127.0.0.1:9',
       chainId: 31337,

@@ -17,9 +17,8 @@ import type { SettlementMetrics, SettlementOutcome } from '../../observability/i
 import type { AdmissionRequest } from '../../services/chat-contracts.js';
 import type { Store } from '../../store/database.js';
 import { type ChainClient, isTransportFailure, shownReason } from '../chain-client.js';
-import type { IdentifiedPayer, PaymentMethod } from '../gate.js';
+import type { DebtSettled, IdentifiedPayer, PaymentMethod } from '../gate.js';
 import { awaitReceipt, type OutboxDeps } from '../outbox/reconcile.js';
-import { requestBound } from '../session-allowance.js';
 import { isAuthorizationSeen, recordAuthorization } from './authorizations.js';
 import type { PaymentFacilitator } from './facilitator.js';
 import {
@@ -52,11 +51,6 @@ export interface X402RailOptions {
   log?: { error(details: object, message: string): void };
   /** Where each settlement's outcome and time are counted (/metrics). */
   metrics?: SettlementMetrics;
-  /**
-   * COMMISSION_BPS: part of the most a request can cost, which it reserves while in flight. A smart
-   * account paying by proof may hold a session too, whose delegation pays whatever its payer owes.
-   */
-  commissionBps: number;
 }
 
 /** The x402 rail: its payment method for the gate, and the 402 answers that tell a caller what to pay. */
@@ -195,7 +189,10 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       : `the payment could not be settled: ${failureReason(result)}`;
     const refused = result.success ? undefined : result;
     // A remote facilitator may answer before the gateway's node has its receipt.
-    if (result.success && transaction) await awaitReceipt(outbox, transaction).catch(() => undefined);
+    if (result.success && transaction) {
+      const receipt = await awaitReceipt(outbox, transaction).catch(() => undefined);
+      if (receipt && receipt !== 'in-flight') options.metrics?.gasSpent('x402', 'settlement', receipt);
+    }
     // Any transaction named (a hash or not) may carry the authorization, which anyone could land;
     // so may one a remote facilitator sent but did not name. Refused with no transaction ever
     // signed for it, nothing the gateway sent can land, but its authorization may have landed:
@@ -275,13 +272,30 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
         throw refuse(
           `the payment proof is not valid: the facilitator verified a payment by ${verified.payer}, not by ${payer}`,
         );
-      const bound = requestBound(request, options.commissionBps);
       return {
         payer,
-        reservePicoUsd: bound.picoUsd,
-        outputTokens: bound.outputTokens,
-        settleDebt: () =>
-          meteredSettlement(options.metrics, (attempt) => settleDebt(proof, terms, url, fromBlock, attempt)),
+        settleDebt: async (): Promise<DebtSettled> => ({
+          headers: await meteredSettlement(options.metrics, (attempt) =>
+            settleDebt(proof, terms, url, fromBlock, attempt),
+          ),
+          moved: authorization.value > 0n,
+        }),
+        // A smart account paying by proof may hold a session too: its caps are not this rail's
+        // limits, but the debt it leaves is owed all the same.
+        spending: async () => ({ limits: [], owedPicoUsd: (await debtOf(store, payer)).owedPicoUsd }),
+        refuse: async ({ reason, message, details }) => {
+          const demand = {
+            reason: message,
+            amountAtomic: BigInt(details.owedAtomic),
+            url,
+            version: proof.version,
+          };
+          const required = paymentRequiredError(terms, demand);
+          return new ApiError(402, 'payment_required', message, {
+            ...required.options,
+            details: { reason, ...details },
+          });
+        },
         owedHeaders: async () => ({ [OWED_HEADER]: (await debtOf(store, payer)).owedAtomic.toString() }),
       };
     },
