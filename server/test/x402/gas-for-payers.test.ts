@@ -1,6 +1,6 @@
 import { decodePaymentSignatureHeader } from '@x402/core/http';
 import type { PaymentPayload } from '@x402/core/types';
-import { type Address, type Hash, toHex } from 'viem';
+import { type Address, concat, type Hash, toHex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
 import { mintUsdc } from '../../devkit/chain/index.js';
@@ -13,7 +13,16 @@ import { createChainClient } from '../../src/payments/chain-client.js';
 import { GAS_CAPS } from '../../src/payments/gas-caps.js';
 import { inProcessFacilitator } from '../../src/payments/x402/facilitator.js';
 import { completedRequest } from '../support/usage-entries.js';
-import { type PayerSigner, proofFor, SMALL_COST, sendProof, useX402Stack } from './harness.js';
+import {
+  chat,
+  freshEoa,
+  type PayerSigner,
+  proofFor,
+  SMALL_COST,
+  sendProof,
+  settlementOf,
+  useX402Stack,
+} from './harness.js';
 
 const stack = useX402Stack();
 
@@ -73,6 +82,30 @@ describe('a contract payer that is not a MetaMask smart account', () => {
       expect(body.error.message).toMatch(/not a MetaMask smart account of the Delegation Framework/);
     },
   );
+});
+
+describe('an EOA upgraded with EIP-7702', () => {
+  test("pays while it delegates to the framework's stateless DeleGator; delegating to another contract, it is refused before any gas", async () => {
+    const { local } = stack;
+    const owner = await freshEoa(stack, 1_000_000n);
+    const delegateTo = (contract: Address) =>
+      local.testClient.setCode({ address: owner.address, bytecode: concat(['0xef0100', contract]) });
+    await delegateTo(local.environment.implementations.EIP7702StatelessDeleGatorImpl as Address);
+    await chat(stack, owner);
+    const paid = await chat(stack, owner);
+    expect(settlementOf(paid.headers)).toMatchObject({ success: true, payer: owner.address });
+    expect(settlementOf(paid.headers).transaction).toMatch(/^0x[0-9a-f]{64}$/);
+
+    await delegateTo(await deployed(gasHungryDelegator, [HUNGRY_ROUNDS]));
+    const before = await relayerState();
+    const refused = await sendProof(stack, 'PAYMENT-SIGNATURE', await proofFor(stack, owner, SMALL_COST));
+
+    expect(await relayerState()).toEqual(before);
+    expect(refused.status).toBe(402);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(
+      /unsupported_payer/,
+    );
+  });
 });
 
 describe('the gas cap of an x402 settlement', () => {
