@@ -2,6 +2,7 @@ import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SettlementStateError } from '../billing/settlements.js';
+import type { RefusalReason } from '../payments/settlement-errors.js';
 import { isStoreUnavailable } from '../store/database.js';
 import { failure, servedPath } from './envelope.js';
 import { ApiError, type ErrorCode } from './errors.js';
@@ -14,9 +15,16 @@ interface SchemaIssue {
   parentSchema?: { description?: string };
 }
 
+export interface ErrorHandlingOptions {
+  /** Told of each error a route's request is answered with: its route template, status and `refusalReason`. */
+  onRefusal?(route: string | undefined, status: number, reason: string): void;
+}
+
 /** One place turns every error into the envelope; routes throw, they never format errors. */
-export function installErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler(answerError);
+export function installErrorHandling(app: FastifyInstance, options: ErrorHandlingOptions = {}): void {
+  app.setErrorHandler<FastifyError>((error, request, reply) =>
+    answerError(error, request, reply, options.onRefusal),
+  );
   const allowedMethods = trackRoutes(app);
   const answerUnmatched = (request: FastifyRequest, reply: FastifyReply) => {
     const path = servedPath(request.url);
@@ -45,10 +53,16 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 }
 
-function answerError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+function answerError(
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  onRefusal?: ErrorHandlingOptions['onRefusal'],
+): FastifyReply {
   // The request's own stream failed while its body came (its client left, or stalled past
   // REQUEST_TIMEOUT_MS): the client's doing, not a fault (its ECONNRESET is not the database's).
   const apiError = error === request.raw.errored ? BODY_CUT_OFF() : toApiError(error);
+  onRefusal?.(request.routeOptions.url, apiError.statusCode, refusalReason(apiError));
   if (apiError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
   else request.log.info({ code: apiError.code, message: apiError.message }, 'request refused');
   return sendError(reply, request, apiError);
@@ -65,6 +79,28 @@ export function answerFrameworkError(
 ): void {
   reply.header('x-request-id', request.id);
   answerError(error, request, reply);
+}
+
+/** The payment refusals' `details.reason` values counted as themselves; any other is `other`, so a label set stays bounded. */
+const REFUSAL_REASONS = new Set<string>([
+  'cap_reached',
+  'expired',
+  'revoked',
+  'insufficient_balance',
+  'invalid_delegation',
+  'account_not_deployed',
+  'reverted',
+  'not_paid',
+  'request_exceeds_cap',
+  'requests_in_flight',
+  'unproven_payer_limit',
+] satisfies Array<RefusalReason | 'request_exceeds_cap' | 'requests_in_flight' | 'unproven_payer_limit'>);
+
+/** Why a request was refused, from a bounded set: its `details.reason` (a payment refusal), else its error code. */
+function refusalReason(error: ApiError): string {
+  const reason = error.options.details?.reason;
+  if (reason === undefined) return error.code;
+  return typeof reason === 'string' && REFUSAL_REASONS.has(reason) ? reason : 'other';
 }
 
 const BODY_CUT_OFF = () =>

@@ -1,29 +1,41 @@
 import type { Redis } from 'ioredis';
-import { createPublicClient, http, type PublicClient, TimeoutError, webSocket } from 'viem';
+import {
+  createPublicClient,
+  formatEther,
+  formatGwei,
+  http,
+  type PublicClient,
+  TimeoutError,
+  webSocket,
+} from 'viem';
 import {
   DEFAULT_ANTHROPIC_BASE_URL,
   DEFAULT_GEMINI_BASE_URL,
+  DEFAULT_RELAYER_MIN_SETTLEMENTS_LEFT,
   type GatewayConfig,
   type UpstreamConfig,
 } from '../config.js';
+import type { RelayerFunds, RelayerRunway } from '../observability/index.js';
 import { chainErrorReason } from '../payments/chain-client.js';
 import type { DependencyCheck, DependencyState } from './health-route.js';
 
-/** The probes of the core: the chain RPC, each built-in provider, and Redis when it is used. */
+/** The probes of the core: the chain RPC, each built-in provider, the relayer's ETH, and Redis when it is used. */
 export function coreHealthChecks(
   config: GatewayConfig,
-  { redis }: { redis?: Redis } = {},
+  { redis, relayer }: { redis?: Redis; relayer?: RelayerFunds } = {},
 ): DependencyCheck[] {
+  const minSettlementsLeft = config.limits.relayerMinSettlementsLeft ?? DEFAULT_RELAYER_MIN_SETTLEMENTS_LEFT;
   return [
     chainRpcCheck(probeClient(config.chain.rpcUrl), config.chain.chainId),
+    ...(relayer ? [relayerRunwayCheck(relayer, minSettlementsLeft)] : []),
     providerCheck('anthropic', config.providers.anthropic, DEFAULT_ANTHROPIC_BASE_URL, 'ANTHROPIC_API_KEY'),
     providerCheck('google', config.providers.google, DEFAULT_GEMINI_BASE_URL, 'GEMINI_API_KEY'),
     ...(redis ? [redisCheck(redis)] : []),
   ];
 }
 
-/** What the chain probes read: the head, and which chain the node is on. */
-export type ChainProbe = Pick<PublicClient, 'getBlockNumber' | 'getChainId'>;
+/** What the chain probes read: the head, which chain the node is on, and the relayer's funds. */
+export type ChainProbe = Pick<PublicClient, 'getBlockNumber' | 'getChainId' | 'getBalance' | 'getGasPrice'>;
 
 /**
  * A client of its own, so a slow RPC fails the probe fast instead of waiting on retries. Each call
@@ -38,6 +50,8 @@ export function probeClient(rpcUrl: string, timeoutMs = 1000): ChainProbe {
   return {
     getBlockNumber: () => answeredWithin(timeoutMs, client.getBlockNumber()),
     getChainId: () => answeredWithin(timeoutMs, client.getChainId()),
+    getBalance: (args) => answeredWithin(timeoutMs, client.getBalance(args)),
+    getGasPrice: () => answeredWithin(timeoutMs, client.getGasPrice()),
   };
 }
 
@@ -60,7 +74,7 @@ async function answeredWithin<T>(ms: number, call: Promise<T>): Promise<T> {
  * two RPC calls per period.
  */
 export function chainRpcCheck(
-  client: ChainProbe,
+  client: Pick<ChainProbe, 'getBlockNumber' | 'getChainId'>,
   chainId: number,
   { cacheMs = 5000 }: { cacheMs?: number } = {},
 ): DependencyCheck {
@@ -84,6 +98,42 @@ export function chainRpcCheck(
       const now = Date.now();
       if (!last || now - last.at >= cacheMs) last = { at: now, state: probe() };
       return last.state;
+    },
+  };
+}
+
+/**
+ * Not critical: settlements go on while the relayer's ETH lasts. A warning once its runway (what its
+ * balance pays of settlements at the current gas price) is below `minSettlementsLeft`
+ * (RELAYER_MIN_SETTLEMENTS_LEFT); down when the chain cannot say.
+ */
+export function relayerRunwayCheck(funds: RelayerFunds, minSettlementsLeft: number): DependencyCheck {
+  return {
+    name: 'relayer',
+    critical: false,
+    async check() {
+      let runway: RelayerRunway;
+      try {
+        runway = await funds.runway();
+      } catch (error) {
+        return { status: 'down', detail: chainErrorReason(error) };
+      }
+      const { balanceWei, gasPriceWei, settlementGas, settlementsLeft } = runway;
+      const state = {
+        address: funds.address,
+        balanceWei: balanceWei.toString(),
+        gasPriceWei: gasPriceWei.toString(),
+        settlementGas: settlementGas.toString(),
+        settlementsLeft: Number.isFinite(settlementsLeft) ? settlementsLeft : null,
+        minSettlementsLeft,
+      };
+      const detail = `${formatEther(balanceWei)} ETH: about ${settlementsLeft} settlements of ${settlementGas} gas at ${formatGwei(gasPriceWei)} gwei`;
+      if (settlementsLeft >= minSettlementsLeft) return { status: 'up', detail, state };
+      return {
+        status: 'warning',
+        detail: `${detail}, fewer than RELAYER_MIN_SETTLEMENTS_LEFT (${minSettlementsLeft}): send ETH to ${funds.address}`,
+        state,
+      };
     },
   };
 }

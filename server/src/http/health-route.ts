@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { success } from './envelope.js';
 
-export type DependencyStatus = 'up' | 'down' | 'unconfigured';
+/** `warning`: up, but short of something the operator must see to soon (the relayer's ETH). */
+export type DependencyStatus = 'up' | 'down' | 'unconfigured' | 'warning';
 
 export interface DependencyState {
   status: DependencyStatus;
@@ -12,7 +13,7 @@ export interface DependencyState {
 
 export interface DependencyCheck {
   name: string;
-  /** Whether the gateway is degraded when this dependency is not up. */
+  /** Whether the gateway is degraded when this dependency is not up (a warning does not degrade it). */
   critical: boolean;
   /** Must be cheap: a cached state or a trivial local query, never a provider call. */
   check(): Promise<DependencyState>;
@@ -40,7 +41,10 @@ export default async function healthRoute(app: FastifyInstance, options: HealthR
         }
       }),
     );
-    const degraded = results.some(({ dependency, result }) => dependency.critical && result.status !== 'up');
+    const degraded = results.some(
+      ({ dependency, result }) =>
+        dependency.critical && result.status !== 'up' && result.status !== 'warning',
+    );
     const shown = options.isOperator(request)
       ? (result: DependencyState) => result
       : (result: DependencyState) => ({ status: result.status });

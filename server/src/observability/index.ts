@@ -9,6 +9,13 @@ export {
   type SettlementMetrics,
   type SettlementOutcome,
   type TokenKind,
+  type TransactionKind,
 } from './metrics.js';
 export { meteredProviders } from './provider-metrics.js';
+export {
+  type RelayerFunds,
+  type RelayerRunway,
+  relayerFunds,
+  TYPICAL_SETTLEMENT_GAS,
+} from './relayer-funds.js';
 export { meteredRecorder } from './usage-metrics.js';

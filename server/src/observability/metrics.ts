@@ -1,5 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { isAddressEqual, type TransactionReceipt } from 'viem';
 import type { PaymentRail } from '../services/chat-contracts.js';
+import type { RelayerFunds, RelayerRunway } from './relayer-funds.js';
 
 /** How a settlement attempt ended, as `paygate_settlements_total{status}` counts it. */
 export type SettlementOutcome =
@@ -18,7 +20,12 @@ export interface SettlementMetrics {
   settled(rail: PaymentRail, outcome: SettlementOutcome, seconds: number): void;
   /** A settlement's transaction, waiting in the pool below the market's fees, was replaced with higher ones. */
   replaced(rail: PaymentRail): void;
+  /** A transaction the gateway waited for was mined: its gas and fee count when the relayer sent it. */
+  gasSpent(rail: PaymentRail, kind: TransactionKind, receipt: TransactionReceipt): void;
 }
+
+/** What a relayer transaction was for: paying a debt, or deploying a payer's smart account before it. */
+export type TransactionKind = 'settlement' | 'deployment';
 
 /**
  * Why an upstream call failed, as `paygate_provider_errors_total{reason}` counts it; `answer`: the
@@ -72,6 +79,8 @@ export interface GatewayMetrics extends SettlementMetrics {
   streamDisconnected(reason: StreamDisconnect): void;
   /** A usage record was written: its tokens by kind, and its cost. */
   usageRecorded(model: string, tokens: Readonly<Record<TokenKind, number>>, costPicoUsd: bigint): void;
+  /** A chat request was answered with an error: its status, and why (a bounded set, see error-handling). */
+  chatRefused(status: number, reason: string): void;
 }
 
 export type TokenKind = 'input' | 'cache_read' | 'cache_write' | 'output' | 'reasoning';
@@ -83,6 +92,8 @@ export interface GatewayMetricsOptions {
   streams?: () => { streams: number; unreadBytes: number };
   /** Where a failed ledger read is reported (the gauges then read NaN for that scrape). */
   onLedgerError?: (error: unknown) => void;
+  /** The relayer's ETH, read on scrape for its gauges; only transactions it sent count as gas spent. */
+  relayer?: RelayerFunds;
 }
 
 // From a sub-millisecond refusal to a long streamed answer.
@@ -92,6 +103,10 @@ const HTTP_BUCKETS = [
 const PROVIDER_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 // Around one block (0.2 s locally, 2 s on Base) up to the receipt timeout.
 const SETTLEMENT_BUCKETS = [0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 3, 5, 10, 30, 60];
+// An EIP-3009 transfer (x402) takes about 80,000 gas, a delegation redemption 190,000-320,000.
+const GAS_BUCKETS = [
+  50_000, 75_000, 100_000, 150_000, 200_000, 250_000, 300_000, 400_000, 600_000, 1_000_000,
+];
 const PICO_PER_USD = 1e12;
 
 export function createGatewayMetrics(options: GatewayMetricsOptions = {}): GatewayMetrics {
@@ -176,6 +191,59 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     labelNames: ['rail'] as const,
     registers,
   });
+
+  const gasUsed = new Histogram({
+    name: 'paygate_settlement_gas_used',
+    help: 'Gas used by each mined transaction the relayer sent, by rail and kind (settlement, deployment)',
+    labelNames: ['rail', 'kind'] as const,
+    buckets: GAS_BUCKETS,
+    registers,
+  });
+  const feeWei = new Counter({
+    name: 'paygate_settlement_fee_wei_total',
+    help: 'ETH the relayer paid for its mined transactions, in wei (gas used x effective gas price, plus the L1 data fee on an OP-stack chain), by rail and kind',
+    labelNames: ['rail', 'kind'] as const,
+    registers,
+  });
+  const chatRefusals = new Counter({
+    name: 'paygate_chat_refusals_total',
+    help: 'Chat requests answered with an error, by status and reason (details.reason of a payment refusal such as cap_reached or requests_in_flight, else the error code; other for an unknown reason)',
+    labelNames: ['status', 'reason'] as const,
+    registers,
+  });
+
+  if (options.relayer) {
+    const relayer = options.relayer;
+    // One chain read per scrape feeds both gauges (cached by the relayer's funds besides).
+    let pending: Promise<RelayerRunway | undefined> | undefined;
+    const runway = () => {
+      pending ??= relayer
+        .runway()
+        .catch(() => undefined)
+        .finally(() => {
+          pending = undefined;
+        });
+      return pending;
+    };
+    new Gauge({
+      name: 'paygate_relayer_balance_wei',
+      help: "The relayer's (SESSION_KEY_PRIVATE_KEY's address) ETH balance in wei, which pays every settlement's gas; NaN when the chain cannot be read",
+      registers,
+      async collect() {
+        const current = await runway();
+        this.set(current ? Number(current.balanceWei) : Number.NaN);
+      },
+    });
+    new Gauge({
+      name: 'paygate_relayer_settlements_left',
+      help: "Settlements the relayer's balance still pays at the current gas price and the mean gas of a settlement (/health warns below RELAYER_MIN_SETTLEMENTS_LEFT)",
+      registers,
+      async collect() {
+        const current = await runway();
+        this.set(current ? current.settlementsLeft : Number.NaN);
+      },
+    });
+  }
 
   if (options.streams) {
     const read = options.streams;
@@ -262,5 +330,22 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     replaced(rail) {
       replacements.inc({ rail });
     },
+    gasSpent(rail, kind, receipt) {
+      // A remote facilitator's transactions are paid by its own key.
+      if (options.relayer && !isAddressEqual(receipt.from, options.relayer.address)) return;
+      gasUsed.observe({ rail, kind }, Number(receipt.gasUsed));
+      feeWei.inc({ rail, kind }, Number(receipt.gasUsed * receipt.effectiveGasPrice + l1FeeOf(receipt)));
+      options.relayer?.spent(kind, receipt.gasUsed);
+    },
+    chatRefused(status, reason) {
+      chatRefusals.inc({ status, reason });
+    },
   };
+}
+
+/** On an OP-stack chain (Base) the sender also pays the L1 data fee its receipt states (hex, unless viem's OP formatter read it). */
+function l1FeeOf(receipt: TransactionReceipt): bigint {
+  const fee = (receipt as { l1Fee?: unknown }).l1Fee;
+  if (typeof fee === 'bigint') return fee;
+  return typeof fee === 'string' ? BigInt(fee) : 0n;
 }

@@ -202,6 +202,7 @@ async function pay(
     await failSettlement(store, settlement.id, OUTBOX_FAILURES.replaced);
     throw new SettlementUnavailableError(`settlement ${sent.hash} was dropped; retry`, false);
   }
+  deps.metrics?.gasSpent('session', 'settlement', receipt);
   const final = await settleFromReceipt(deps, settlement, receipt);
   // Its simulation passed: a revert on chain says the state moved meanwhile (or the gateway's gas
   // fell short), not what the payer must fix. The next attempt simulates again and tells which.
@@ -328,6 +329,7 @@ async function ensureDeployed(
       `the deployment of ${account} is not confirmed yet; retry shortly`,
       false,
     );
+  deps.metrics?.gasSpent('session', 'deployment', receipt);
   if (receipt.status !== 'success') throw new SettlementRefusedError('account_not_deployed', undefined, owed);
 }
 
