@@ -71,15 +71,16 @@ export function unprovenPolicy(options: {
             details: { reason: 'unproven_exposure' },
           },
         );
-      let share = picoUsd;
+      let share: bigint | undefined = picoUsd;
       return {
-        cost(picoUsd) {
-          if (picoUsd < share) subtract(share - picoUsd);
-          share = picoUsd;
+        cost(cost) {
+          if (share === undefined) return;
+          if (cost < share) subtract(share - cost);
+          share = undefined;
         },
         release() {
-          if (share > 0n) subtract(share);
-          share = 0n;
+          if (share !== undefined && share > 0n) subtract(share);
+          share = undefined;
         },
       };
     },
