@@ -1,10 +1,11 @@
 /**
- * A simulator of the Anthropic Messages API (POST /v1/messages): the real JSON and SSE wire
- * formats (named events, cumulative usage in message_delta), the real error bodies.
+ * A simulator of the Anthropic Messages API (POST /v1/messages), streamed: the real SSE wire format
+ * (named events; the input counts and an output of 1 in message_start, the final cumulative counts
+ * in message_delta), the real error bodies. It answers streamed requests only, the gateway's only use.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   echoReply,
+  type Frame,
   type LoggedRequest,
   piecesOf,
   randomId,
@@ -65,15 +66,11 @@ export function startAnthropicSimulator(options: SimulatorOptions = {}): Promise
     if ('hang' in step) return exchange.hang();
     if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
     const message = messageOf(body, step);
-    if (body.stream !== true) {
-      if (step.delayMs) await sleep(step.delayMs);
-      return exchange.json(200, message);
-    }
     const error = frame('error', {
       type: 'error',
       error: { type: 'overloaded_error', message: 'Overloaded' },
     });
-    await sendFrames(exchange, streamFrames(message, piecesOf(step.text)), step, error);
+    await sendFrames(exchange, streamFrames(message, piecesOf(step.text)), step, error.text);
   }, options);
 }
 
@@ -89,6 +86,8 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
     return { status: 400, message: 'There was an error parsing the body' };
   if (!Array.isArray(body.messages)) return { status: 400, message: 'messages: Field required' };
   if (!Number.isInteger(body.max_tokens)) return { status: 400, message: 'max_tokens: Field required' };
+  if (body.stream !== true)
+    return { status: 400, message: 'stream: this simulator answers streamed requests only' };
   return (
     unknownFieldOf(body) ??
     toolResultsAfterOtherContent(body.messages) ??
@@ -262,12 +261,12 @@ function messageOf(body: any, reply: AnthropicReply) {
   };
 }
 
-function frame(event: string, data: unknown): string {
-  return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+function frame(event: string, data: unknown, marks: Omit<Frame, 'text'> = {}): Frame {
+  return { text: `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`, ...marks };
 }
 
 /** The event sequence of the real API: blocks in order, ping after the first block opens. */
-function streamFrames(message: ReturnType<typeof messageOf>, textPieces: string[]): string[] {
+function streamFrames(message: ReturnType<typeof messageOf>, textPieces: string[]): Frame[] {
   const { content, usage, stop_reason, stop_sequence, ...head } = message;
   const frames = [
     frame('message_start', {
@@ -283,7 +282,7 @@ function streamFrames(message: ReturnType<typeof messageOf>, textPieces: string[
   ];
   content.forEach((block, index) => {
     const delta = (value: Record<string, unknown>) =>
-      frame('content_block_delta', { type: 'content_block_delta', index, delta: value });
+      frame('content_block_delta', { type: 'content_block_delta', index, delta: value }, { paced: true });
     const start = (contentBlock: Record<string, unknown>) => {
       frames.push(
         frame('content_block_start', { type: 'content_block_start', index, content_block: contentBlock }),
@@ -313,7 +312,11 @@ function streamFrames(message: ReturnType<typeof messageOf>, textPieces: string[
   });
   const { service_tier: _tier, ...counts } = usage;
   frames.push(
-    frame('message_delta', { type: 'message_delta', delta: { stop_reason, stop_sequence }, usage: counts }),
+    frame(
+      'message_delta',
+      { type: 'message_delta', delta: { stop_reason, stop_sequence }, usage: counts },
+      { finalUsage: true },
+    ),
     frame('message_stop', { type: 'message_stop' }),
   );
   return frames;

@@ -1,10 +1,11 @@
 /**
- * A simulator of the Gemini API (generateContent, streamGenerateContent with `alt=sse`): whole
- * GenerateContentResponse objects as SSE data, cumulative usageMetadata, Google error bodies.
+ * A simulator of the Gemini API's streamGenerateContent with `alt=sse`, the gateway's only use:
+ * whole GenerateContentResponse objects as SSE data, each with the usageMetadata counted so far
+ * (cumulative, as the real API sends it), Google error bodies.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   echoReply,
+  type Frame,
   type LoggedRequest,
   piecesOf,
   randomId,
@@ -52,7 +53,7 @@ const STATUS_NAMES: Record<number, string> = {
   504: 'DEADLINE_EXCEEDED',
 };
 
-const ENDPOINT = /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent)$/;
+const ENDPOINT = /^\/v1beta\/models\/([^/:]+):streamGenerateContent$/;
 
 type Part =
   | { text: string; thought?: true }
@@ -73,7 +74,7 @@ export function startGeminiSimulator(options: SimulatorOptions = {}): Promise<Si
   return startSimulator<GeminiStep>(async (exchange, next) => {
     const url = new URL(exchange.request.path, 'http://simulator');
     const endpoint = ENDPOINT.exec(url.pathname);
-    const [, model = '', method] = endpoint ?? [];
+    const [, model = ''] = endpoint ?? [];
     const modelName = decodeURIComponent(model);
     const refusal =
       refusalOf(exchange.request, endpoint !== null, url) ??
@@ -86,13 +87,16 @@ export function startGeminiSimulator(options: SimulatorOptions = {}): Promise<Si
     if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
     const chunks = responseChunks(body, step, modelName);
     if (SIGNING_MODEL.test(modelName)) signFirstCall(chunks, signatures);
-    if (method === 'generateContent') {
-      if (step.delayMs) await sleep(step.delayMs);
-      return exchange.json(200, merged(chunks));
-    }
-    // Streams are always served as with `alt=sse`, the gateway's only use (the JSON-array form is not simulated).
+    // Always served as with `alt=sse` (the JSON-array form is not simulated).
     const error = errorBody({ status: 500, message: 'An internal error has occurred. Please retry.' });
-    await sendFrames(exchange, chunks.map(sseFrame), step, sseFrame(error));
+    const frames = chunks.map(
+      (chunk, i): Frame => ({
+        text: sseFrame(chunk),
+        paced: chunk.candidates[0]?.content !== undefined,
+        finalUsage: i === chunks.length - 1,
+      }),
+    );
+    await sendFrames(exchange, frames, step, sseFrame(error));
   }, options);
 }
 
@@ -240,12 +244,16 @@ function responseChunks(body: any, reply: GeminiReply, model: string) {
       prompt.reduce((sum, t) => sum + tokenCount(t), 0),
     );
   const text = piecesOf(reply.text).join('');
-  const finalUsage = usageMetadata({
+  // Known from the first chunk on: the prompt's counts, and the thoughts, which come first.
+  const counted: GeminiWireUsage = {
     promptTokenCount: promptTokens,
-    candidatesTokenCount: reply.usage?.candidatesTokenCount ?? tokenCount(text) + calls.length * 8,
-    thoughtsTokenCount: reply.usage?.thoughtsTokenCount ?? tokenCount(reply.thinking ?? ''),
     cachedContentTokenCount: reply.usage?.cachedContentTokenCount,
     toolUsePromptTokenCount: reply.usage?.toolUsePromptTokenCount,
+    thoughtsTokenCount: reply.usage?.thoughtsTokenCount ?? tokenCount(reply.thinking ?? ''),
+  };
+  const finalUsage = usageMetadata({
+    ...counted,
+    candidatesTokenCount: reply.usage?.candidatesTokenCount ?? tokenCount(text) + calls.length * 8,
   });
   const responseId = randomId('');
   let candidatesSoFar = 0;
@@ -260,9 +268,7 @@ function responseChunks(body: any, reply: GeminiReply, model: string) {
           index: 0,
         },
       ],
-      usageMetadata: last
-        ? finalUsage
-        : usageMetadata({ promptTokenCount: promptTokens, candidatesTokenCount: candidatesSoFar }),
+      usageMetadata: last ? finalUsage : usageMetadata({ ...counted, candidatesTokenCount: candidatesSoFar }),
       modelVersion: model,
       responseId,
     };
@@ -283,24 +289,6 @@ function usageMetadata(usage: GeminiWireUsage) {
     promptTokenCount: usage.promptTokenCount ?? 0,
     totalTokenCount: total,
     promptTokensDetails: [{ modality: 'TEXT', tokenCount: usage.promptTokenCount ?? 0 }],
-  };
-}
-
-/** A whole (non-streamed) answer: the chunks' parts joined, the last chunk's finish and usage. */
-function merged(chunks: ReturnType<typeof responseChunks>) {
-  const last = chunks.at(-1)!;
-  const parts = chunks.flatMap((chunk) => chunk.candidates[0]?.content?.parts ?? []);
-  const texts: Part[] = [];
-  for (const part of parts) {
-    const previous = texts.at(-1);
-    if ('text' in part && previous && 'text' in previous && previous.thought === part.thought)
-      previous.text += part.text;
-    else texts.push({ ...part });
-  }
-  const candidate = last.candidates[0];
-  return {
-    ...last,
-    candidates: [{ ...candidate, ...(texts.length > 0 && { content: { parts: texts, role: 'model' } }) }],
   };
 }
 

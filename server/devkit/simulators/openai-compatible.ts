@@ -1,11 +1,12 @@
 /**
- * A minimal OpenAI-compatible upstream (POST /v1/chat/completions), as vLLM or OpenRouter answer.
+ * A minimal OpenAI-compatible upstream (POST /v1/chat/completions), as vLLM or OpenRouter answer,
+ * streamed (the gateway's only use): usage only in a last chunk without choices, when asked for.
  * Asked for `logprobs`, it gives each piece of the answer as one token, with `top_logprobs`
  * alternatives.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   echoReply,
+  type Frame,
   type LoggedRequest,
   piecesOf,
   randomId,
@@ -30,7 +31,7 @@ export interface OpenAIWireUsage {
 }
 
 export type OpenAIReply = ScriptedReply<OpenAIFinishReason, OpenAIWireUsage> & {
-  /** Answer without any usage, streamed or not (servers that ignore `stream_options.include_usage`). */
+  /** Answer without any usage (servers that ignore `stream_options.include_usage`). */
   unmetered?: boolean;
   /** A refusal instead of the answer (Structured Outputs), streamed piece by piece as `text` is. */
   refusal?: string | string[];
@@ -48,13 +49,9 @@ export function startOpenAICompatibleSimulator(
     if ('hang' in step) return exchange.hang();
     if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
     const answer = answerOf(body, step);
-    if (body.stream !== true) {
-      if (step.delayMs) await sleep(step.delayMs);
-      return exchange.json(200, { ...completion(answer), ...(step.unmetered && { usage: undefined }) });
-    }
     const error = frame(
       errorBody({ status: 500, message: 'The server had an error while processing your request.' }),
-    );
+    ).text;
     await sendFrames(
       exchange,
       streamFrames(answer, body.stream_options?.include_usage === true && !step.unmetered),
@@ -73,6 +70,8 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
   const body = request.body;
   if (typeof body !== 'object' || body === null || !Array.isArray(body.messages))
     return { status: 400, message: "Missing required parameter: 'messages'." };
+  if (body.stream !== true)
+    return { status: 400, message: "'stream': this simulator answers streamed requests only." };
   if (body.max_tokens != null && REASONING_MODEL.test(String(body.model)))
     return {
       status: 400,
@@ -140,75 +139,47 @@ function answerOf(body: any, reply: OpenAIReply) {
 
 type Answer = ReturnType<typeof answerOf>;
 
-function completion(answer: Answer) {
-  return {
+function frame(data: unknown, marks: Omit<Frame, 'text'> = {}): Frame {
+  return { text: `data: ${JSON.stringify(data)}\n\n`, ...marks };
+}
+
+function streamFrames(answer: Answer, includeUsage: boolean): Frame[] {
+  const head = {
     id: answer.id,
-    object: 'chat.completion',
+    object: 'chat.completion.chunk',
     created: answer.created,
     model: answer.model,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: 'assistant',
-          content:
-            answer.text === '' && (answer.toolCalls.length > 0 || answer.refusalPieces.length > 0)
-              ? null
-              : answer.text,
-          ...(answer.toolCalls.length > 0 && { tool_calls: answer.toolCalls }),
-          refusal: answer.refusalPieces.length > 0 ? answer.refusalPieces.join('') : null,
-        },
-        logprobs: logprobsOf(answer, answer.pieces, answer.refusalPieces),
-        finish_reason: answer.finishReason,
-      },
-    ],
-    usage: answer.usage,
   };
-}
-
-function frame(data: unknown): string {
-  return `data: ${JSON.stringify(data)}\n\n`;
-}
-
-function streamFrames(answer: Answer, includeUsage: boolean): string[] {
-  const chunk = (delta: unknown, finishReason: string | null = null, logprobs: unknown = null) =>
-    frame({
-      id: answer.id,
-      object: 'chat.completion.chunk',
-      created: answer.created,
-      model: answer.model,
-      choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }],
-      ...(includeUsage && { usage: null }),
-    });
+  const chunk = (delta: unknown, finishReason: string | null = null, logprobs: unknown = null) => ({
+    ...head,
+    choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }],
+    ...(includeUsage && { usage: null }),
+  });
+  const piece = (delta: unknown, logprobs: unknown = null) =>
+    frame(chunk(delta, null, logprobs), { paced: true });
   // As OpenAI: asked for log probabilities, the role chunk has empty lists of them.
-  const frames = [chunk({ role: 'assistant', content: '', refusal: null }, null, logprobsOf(answer, [], []))];
-  for (const piece of answer.pieces)
-    if (piece !== '') frames.push(chunk({ content: piece }, null, logprobsOf(answer, [piece], [])));
-  for (const piece of answer.refusalPieces)
-    frames.push(chunk({ refusal: piece }, null, logprobsOf(answer, [], [piece])));
+  const frames = [
+    frame(chunk({ role: 'assistant', content: '', refusal: null }, null, logprobsOf(answer, [], []))),
+  ];
+  for (const text of answer.pieces)
+    if (text !== '') frames.push(piece({ content: text }, logprobsOf(answer, [text], [])));
+  for (const text of answer.refusalPieces)
+    frames.push(piece({ refusal: text }, logprobsOf(answer, [], [text])));
   answer.toolCalls.forEach((call, index) => {
     frames.push(
-      chunk({
-        tool_calls: [
-          { index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } },
-        ],
-      }),
-      chunk({ tool_calls: [{ index, function: { arguments: call.function.arguments } }] }),
+      frame(
+        chunk({
+          tool_calls: [
+            { index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } },
+          ],
+        }),
+      ),
+      piece({ tool_calls: [{ index, function: { arguments: call.function.arguments } }] }),
     );
   });
-  frames.push(chunk({}, answer.finishReason));
-  if (includeUsage)
-    frames.push(
-      frame({
-        id: answer.id,
-        object: 'chat.completion.chunk',
-        created: answer.created,
-        model: answer.model,
-        choices: [],
-        usage: answer.usage,
-      }),
-    );
-  frames.push('data: [DONE]\n\n');
+  frames.push(frame(chunk({}, answer.finishReason)));
+  if (includeUsage) frames.push(frame({ ...head, choices: [], usage: answer.usage }, { finalUsage: true }));
+  frames.push({ text: 'data: [DONE]\n\n' });
   return frames;
 }
 

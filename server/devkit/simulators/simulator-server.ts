@@ -26,16 +26,22 @@ export interface ScriptedToolCall {
   id?: string;
 }
 
-/** One scripted answer; `stop` and `usage` are in the provider's own terms. */
+/**
+ * One scripted answer, always streamed (the gateway streams every call); `stop` and `usage` are in
+ * the provider's own terms.
+ */
 export interface ScriptedReply<Stop extends string, Usage> {
-  /** The answer text; an array is streamed piece by piece (and joined for a whole answer). */
+  /** The answer text; an array is streamed piece by piece. */
   text?: string | string[];
   thinking?: string;
   toolCalls?: ScriptedToolCall[];
   stop?: Stop;
   /** Provider wire usage; fields left out are computed from the texts. */
   usage?: Usage;
-  /** Milliseconds before each streamed event, and before a whole answer. No delay by default. */
+  /**
+   * Milliseconds before each event carrying a piece of the answer (text, thinking, a tool call), so
+   * an answer of one piece takes that long; also before a scripted error event or reset. None by default.
+   */
   delayMs?: number;
   /** Streams: after this many events, the provider's in-stream error event, then the end. */
   failAfterEvents?: number;
@@ -45,6 +51,17 @@ export interface ScriptedReply<Stop extends string, Usage> {
   endAfterEvents?: number;
   /** Streams: after this many events, the connection is reset (TCP RST), as a crashed provider's would be. */
   resetAfterEvents?: number;
+  /** Streams: the connection is reset just before the event stating the final usage. */
+  resetBeforeUsage?: boolean;
+}
+
+/** One event of a stream, as written. */
+export interface Frame {
+  text: string;
+  /** Carries a piece of the answer: `delayMs` is waited before it. */
+  paced?: boolean;
+  /** States the answer's final usage (`resetBeforeUsage` cuts the stream before it). */
+  finalUsage?: boolean;
 }
 
 export interface ScriptedHttpError {
@@ -214,16 +231,21 @@ export function randomId(prefix: string): string {
 }
 
 /**
- * Writes stream frames as scripted: each after `delayMs`, the error frame instead of frame
- * number `failAfterEvents`, silence from frame `hangAfterEvents` on, the end at `endAfterEvents`, or
- * a connection reset at `resetAfterEvents`.
+ * Writes stream frames as scripted: those of the answer each after `delayMs`, the error frame
+ * instead of frame number `failAfterEvents`, silence from frame `hangAfterEvents` on, the end at
+ * `endAfterEvents`, or a connection reset at `resetAfterEvents` or before the final usage.
  */
 export async function sendFrames(
   exchange: Exchange,
-  frames: string[],
+  frames: Frame[],
   reply: Pick<
     ScriptedReply<string, unknown>,
-    'delayMs' | 'failAfterEvents' | 'hangAfterEvents' | 'endAfterEvents' | 'resetAfterEvents'
+    | 'delayMs'
+    | 'failAfterEvents'
+    | 'hangAfterEvents'
+    | 'endAfterEvents'
+    | 'resetAfterEvents'
+    | 'resetBeforeUsage'
   >,
   errorFrame: string,
 ): Promise<void> {
@@ -234,9 +256,10 @@ export async function sendFrames(
       return exchange.end();
     }
     if (reply.hangAfterEvents === i) return exchange.hang();
-    if (reply.resetAfterEvents === i) return exchange.reset(reply.delayMs);
+    if (reply.resetAfterEvents === i || (reply.resetBeforeUsage && frame.finalUsage))
+      return exchange.reset(reply.delayMs);
     if (reply.endAfterEvents === i) break;
-    if (!(await exchange.write(frame, reply.delayMs))) return;
+    if (!(await exchange.write(frame.text, frame.paced ? reply.delayMs : 0))) return;
   }
   exchange.end();
 }

@@ -85,11 +85,11 @@ function meteredAdapter(
   return {
     prepareCompletion(call) {
       const send = adapter.prepareCompletion(call);
-      return () => complete(send);
+      return (limits) => complete(() => send(limits));
     },
     prepareStream(call) {
       const send = adapter.prepareStream(call);
-      return () => stream(send);
+      return (limits) => stream(() => send(limits));
     },
   };
 }
@@ -99,7 +99,9 @@ function outcomeOf(error: unknown): ProviderFailure {
   if (!(error instanceof ProviderError)) return 'connection';
   if (error.options.timeout) return 'timeout';
   const status = error.upstreamStatus;
-  if (status === undefined) return error.options.reported || error.options.usage ? 'answer' : 'connection';
+  // An exact count comes with an answer the provider ended as a failure, not with one that broke off.
+  if (status === undefined)
+    return error.options.reported || error.options.usage?.exact ? 'answer' : 'connection';
   return status >= 500 ? 'status_5xx' : 'status_4xx';
 }
 

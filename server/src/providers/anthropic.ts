@@ -25,6 +25,7 @@
  * - A tool's `parameters` without `type` (OpenAI takes them so) are sent with `type: "object"`,
  *   which Anthropic requires of an `input_schema`.
  * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`.
+ * - `max_tokens` is the limit admission decided, whatever the client asked for.
  */
 import type { CatalogModel } from '../catalog/catalog.js';
 import {
@@ -36,17 +37,17 @@ import {
   textOf,
   toolArguments,
 } from './message-parts.js';
-import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
+import type { ChatMessage, ChatRequest, FinishReason, ToolChoice } from './openai-types.js';
 import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
 import {
   type MeteredUsage,
-  type ProviderCompletion,
   ProviderError,
   type StreamPart,
   UntranslatableRequestError,
+  type UpstreamLimits,
 } from './types.js';
-import { zeroUsage } from './usage.js';
+import { GeneratedText, zeroUsage } from './usage.js';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
 
@@ -84,33 +85,25 @@ export interface AnthropicUsage {
   cache_creation_input_tokens?: number | null;
 }
 
-interface AnthropicResponse {
-  content: Array<
-    | TextBlock
-    | { type: 'tool_use'; id: string; name: string; input: unknown }
-    | { type: 'thinking' | 'redacted_thinking' }
-  >;
-  stop_reason: string | null;
-  usage: AnthropicUsage;
-}
-
 export function anthropicFamily(apiKey: string | undefined): ProviderFamily {
   return {
-    request: (call, stream) => ({
-      path: '/v1/messages',
-      headers: { 'anthropic-version': ANTHROPIC_VERSION, ...(apiKey && { 'x-api-key': apiKey }) },
-      body: anthropicRequestBody(call.request, call.model, stream),
-    }),
-    completion: (body) => anthropicCompletion(body as AnthropicResponse),
+    request: (call) => {
+      const body = anthropicRequestBody(call.request, call.model);
+      return (limits) => ({
+        path: '/v1/messages',
+        headers: { 'anthropic-version': ANTHROPIC_VERSION, ...(apiKey && { 'x-api-key': apiKey }) },
+        body: body(limits),
+      });
+    },
     streamDecoder: () => new AnthropicStreamDecoder(),
   };
 }
 
+/** The request translated (or refused), waiting for the limits admission decides; always streamed. */
 export function anthropicRequestBody(
   request: ChatRequest,
   model: CatalogModel,
-  stream: boolean,
-): ProviderRequest['body'] {
+): (limits: UpstreamLimits) => ProviderRequest['body'] {
   const { system, messages } = anthropicMessages(request.messages);
   const format = request.response_format;
   const schema = format?.type === 'json_schema' ? format.json_schema.schema : undefined;
@@ -118,9 +111,9 @@ export function anthropicRequestBody(
     system.push({ type: 'text', text: JSON_MODE_INSTRUCTION });
   const stop = stopSequences(request.stop);
   const tools = request.tools ?? [];
-  return {
+  return (limits) => ({
     model: model.providerModel,
-    max_tokens: request.max_completion_tokens ?? request.max_tokens ?? model.defaultMaxTokens,
+    max_tokens: limits.outputTokens,
     messages,
     ...(system.length > 0 && { system }),
     ...(stop.length > 0 && { stop_sequences: stop }),
@@ -139,8 +132,8 @@ export function anthropicRequestBody(
     // Too long for Anthropic, the id is left out, not cut (cut ids could merge users): it only helps
     // Anthropic tell users apart, not worth the 400 it would make of the request.
     ...(request.user && request.user.length <= MAX_USER_ID && { metadata: { user_id: request.user } }),
-    ...(stream && { stream: true }),
-  };
+    stream: true,
+  });
 }
 
 /** Empty stop sequences mean nothing and are left out; ones of whitespace only Anthropic refuses. */
@@ -263,26 +256,6 @@ function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
   return blocks;
 }
 
-export function anthropicCompletion(body: AnthropicResponse): ProviderCompletion {
-  let text = '';
-  const toolCalls: ToolCall[] = [];
-  for (const block of body.content) {
-    if (block.type === 'text') text += block.text;
-    else if (block.type === 'tool_use')
-      toolCalls.push({
-        id: block.id,
-        type: 'function',
-        function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) },
-      });
-  }
-  return {
-    content: text === '' && toolCalls.length > 0 ? null : text,
-    toolCalls,
-    finishReason: anthropicFinishReason(body.stop_reason),
-    usage: { ...anthropicUsage(zeroUsage(), body.usage), exact: true },
-  };
-}
-
 export function anthropicFinishReason(stopReason: string | null | undefined): FinishReason {
   switch (stopReason) {
     case 'max_tokens':
@@ -325,10 +298,13 @@ const ERROR_STATUS: Record<string, number> = {
 
 /**
  * Usage comes from `message_start` (input and cache counts) and each `message_delta`, whose
- * counts are cumulative: the last one seen is the best count of a stream that was cut short.
+ * counts are cumulative: the last one seen is the best count of a stream that was cut short. The
+ * output is stated only there (`message_start` says 1): cut before, it is estimated from the text.
  */
 export class AnthropicStreamDecoder implements StreamDecoder {
   private metered = zeroUsage();
+  private readonly generated = new GeneratedText();
+  private outputStated = false;
   /** Content block index -> OpenAI tool call index. */
   private readonly toolIndex = new Map<number, number>();
   /** OpenAI tool call indexes that received arguments. */
@@ -337,7 +313,9 @@ export class AnthropicStreamDecoder implements StreamDecoder {
   private stopped = false;
 
   usage(): MeteredUsage {
-    return { ...this.metered };
+    return this.outputStated || this.metered.exact
+      ? { ...this.metered }
+      : this.generated.billedIn(this.metered);
   }
 
   decode(event: EventSourceMessage): StreamPart[] {
@@ -352,6 +330,7 @@ export class AnthropicStreamDecoder implements StreamDecoder {
         return this.blockDelta(data.index, data.delta);
       case 'message_delta':
         this.metered = anthropicUsage(this.metered, data.usage);
+        if (data.usage?.output_tokens != null) this.outputStated = true;
         if (this.finished || data.delta?.stop_reason == null) return [];
         this.finished = true;
         return [{ type: 'finish', finishReason: anthropicFinishReason(data.delta.stop_reason) }];
@@ -377,7 +356,10 @@ export class AnthropicStreamDecoder implements StreamDecoder {
   }
 
   private blockStart(index: number, block: { type: string; id?: string; name?: string; text?: string }) {
-    if (block.type === 'text' && block.text) return [{ type: 'delta' as const, content: block.text }];
+    if (block.type === 'text' && block.text) {
+      this.generated.add(block.text);
+      return [{ type: 'delta' as const, content: block.text }];
+    }
     if (block.type !== 'tool_use') return [];
     const toolIndex = this.toolIndex.size;
     this.toolIndex.set(index, toolIndex);
@@ -408,17 +390,22 @@ export class AnthropicStreamDecoder implements StreamDecoder {
 
   private blockDelta(
     index: number,
-    delta: { type: string; text?: string; partial_json?: string },
+    delta: { type: string; text?: string; partial_json?: string; thinking?: string },
   ): StreamPart[] {
-    if (delta.type === 'text_delta' && delta.text) return [{ type: 'delta', content: delta.text }];
+    if (delta.type === 'text_delta' && delta.text) {
+      this.generated.add(delta.text);
+      return [{ type: 'delta', content: delta.text }];
+    }
     const toolIndex = this.toolIndex.get(index);
     if (delta.type === 'input_json_delta' && delta.partial_json && toolIndex !== undefined) {
+      this.generated.add(delta.partial_json);
       this.toolsWithArguments.add(toolIndex);
       return [
         { type: 'delta', toolCalls: [{ index: toolIndex, function: { arguments: delta.partial_json } }] },
       ];
     }
-    // thinking_delta, signature_delta, citations_delta: not part of the OpenAI answer
+    // Not part of the OpenAI answer; thinking is output all the same.
+    if (delta.type === 'thinking_delta' && delta.thinking) this.generated.add(delta.thinking);
     return [];
   }
 }

@@ -11,7 +11,7 @@
  *   except beside tools: Gemini 2.5 refuses its JSON response type with function calling ("Function
  *   calling with a response mime type: 'application/json' is unsupported"), so they are then a
  *   system instruction, the schema written into it.
- * - `max_tokens` defaults to the catalog's `defaultMaxTokens`, so the cost of a request stays bounded.
+ * - `maxOutputTokens` is the limit admission decided, whatever the client asked for.
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
  *   implies; data URLs go as `inlineData`. Either in the types Gemini takes (PNG, JPEG, WebP, HEIC,
  *   HEIF): another (a `.gif` URL too) is a 400 naming the part.
@@ -52,12 +52,12 @@ import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-
 import type { EventSourceMessage } from './sse.js';
 import {
   type MeteredUsage,
-  type ProviderCompletion,
   ProviderError,
   type StreamPart,
   UntranslatableRequestError,
+  type UpstreamLimits,
 } from './types.js';
-import { zeroUsage } from './usage.js';
+import { GeneratedText, zeroUsage } from './usage.js';
 
 const IMAGE_TYPES: ImageTypes = {
   provider: 'Gemini',
@@ -109,14 +109,14 @@ interface GeminiResponse {
 export function geminiFamily(apiKey: string | undefined): ProviderFamily {
   const auth: Record<string, string> = apiKey ? { 'x-goog-api-key': apiKey } : {};
   return {
-    request: (call, stream) => ({
-      path: `/v1beta/models/${encodeURIComponent(call.model.providerModel)}:${
-        stream ? 'streamGenerateContent?alt=sse' : 'generateContent'
-      }`,
-      headers: auth,
-      body: geminiRequestBody(call.request, call.model),
-    }),
-    completion: (body, call) => geminiCompletion(body as GeminiResponse, oneCallOnly(call.request)),
+    request: (call) => {
+      const body = geminiRequestBody(call.request, call.model);
+      return (limits) => ({
+        path: `/v1beta/models/${encodeURIComponent(call.model.providerModel)}:streamGenerateContent?alt=sse`,
+        headers: auth,
+        body: body(limits),
+      });
+    },
     streamDecoder: (call) => new GeminiStreamDecoder(oneCallOnly(call.request)),
   };
 }
@@ -126,7 +126,11 @@ function oneCallOnly(request: ChatRequest): boolean {
   return request.parallel_tool_calls === false;
 }
 
-export function geminiRequestBody(request: ChatRequest, model: CatalogModel): ProviderRequest['body'] {
+/** The request translated (or refused), waiting for the limits admission decides. */
+export function geminiRequestBody(
+  request: ChatRequest,
+  model: CatalogModel,
+): (limits: UpstreamLimits) => ProviderRequest['body'] {
   const { systemInstruction, contents } = geminiContents(request.messages);
   const stop = [request.stop ?? []].flat().filter((sequence) => sequence !== '');
   const tools = request.tools ?? [];
@@ -135,8 +139,9 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
   const schema = format?.type === 'json_schema' ? format.json_schema.schema : undefined;
   // Gemini 2.5 refuses a JSON response type beside function calling: JSON mode is then an instruction.
   if (jsonMode && tools.length > 0) systemInstruction.parts.push({ text: jsonModeInstruction(schema) });
+  const budget =
+    request.reasoning_effort != null ? thinkingBudget(request.reasoning_effort, model) : undefined;
   const generationConfig = {
-    maxOutputTokens: request.max_completion_tokens ?? request.max_tokens ?? model.defaultMaxTokens,
     ...(request.temperature != null && { temperature: request.temperature }),
     ...(request.top_p != null && { topP: request.top_p }),
     ...(request.top_k != null && { topK: int32(request.top_k, 'top_k') }),
@@ -147,14 +152,10 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
         ...(schema !== undefined && { responseJsonSchema: schema }),
       }),
     ...(request.seed != null && { seed: int32(request.seed, 'seed') }),
-    ...(request.reasoning_effort != null && {
-      thinkingConfig: { thinkingBudget: thinkingBudget(request.reasoning_effort, model) },
-    }),
   };
-  return {
+  const body = {
     contents,
     ...(systemInstruction.parts.length > 0 && { systemInstruction }),
-    generationConfig,
     ...(tools.length > 0 && {
       tools: [
         {
@@ -168,6 +169,17 @@ export function geminiRequestBody(request: ChatRequest, model: CatalogModel): Pr
       toolConfig: { functionCallingConfig: geminiFunctionCalling(request.tool_choice ?? 'auto') },
     }),
   };
+  return ({ outputTokens }) => ({
+    ...body,
+    generationConfig: {
+      maxOutputTokens: outputTokens,
+      ...generationConfig,
+      // Thoughts count against maxOutputTokens: thinking gets at most half of it, the answer the rest.
+      ...(budget !== undefined && {
+        thinkingConfig: { thinkingBudget: Math.min(budget, Math.floor(outputTokens / 2)) },
+      }),
+    },
+  });
 }
 
 /** JSON mode said in words, for requests where Gemini cannot be given a JSON response type. */
@@ -289,29 +301,6 @@ function functionResponse(text: string): Record<string, unknown> {
   }
 }
 
-export function geminiCompletion(body: GeminiResponse, oneCallOnly: boolean): ProviderCompletion {
-  const candidate = body.candidates?.[0];
-  let text = '';
-  const toolCalls: ToolCall[] = [];
-  for (const part of candidate?.content?.parts ?? []) {
-    if ('text' in part && !part.thought) text += part.text;
-    else if ('functionCall' in part) toolCalls.push(toolCallOf(part));
-  }
-  if (oneCallOnly) toolCalls.splice(1);
-  const blocked = candidate === undefined && body.promptFeedback?.blockReason !== undefined;
-  const usage = geminiUsage(body.usageMetadata, true);
-  if (candidate?.finishReason && FAILED_CALLS.has(candidate.finishReason))
-    throw failedCalls(candidate.finishReason, usage);
-  return {
-    content: text === '' && toolCalls.length > 0 ? null : text,
-    toolCalls,
-    finishReason: blocked
-      ? 'content_filter'
-      : geminiFinishReason(candidate?.finishReason, toolCalls.length > 0),
-    usage,
-  };
-}
-
 function toolCallOf({ functionCall: call, thoughtSignature }: FunctionCallPart): ToolCall {
   return {
     id: call.id || newToolCallId(),
@@ -370,9 +359,14 @@ export function geminiUsage(usage: GeminiUsageMetadata | undefined, exact: boole
   };
 }
 
-/** Each SSE event is a whole GenerateContentResponse; its `usageMetadata` counts are cumulative. */
+/**
+ * Each SSE event is a whole GenerateContentResponse; its `usageMetadata` counts are cumulative, the
+ * output's as far as the event goes: until one states it, the output is estimated from the text.
+ */
 export class GeminiStreamDecoder implements StreamDecoder {
   private metered = zeroUsage();
+  private readonly generated = new GeneratedText();
+  private outputStated = false;
   private toolCalls = 0;
   private finishReason: string | undefined;
 
@@ -380,22 +374,30 @@ export class GeminiStreamDecoder implements StreamDecoder {
   constructor(private readonly oneCallOnly = false) {}
 
   usage(): MeteredUsage {
-    return { ...this.metered };
+    return this.outputStated || this.metered.exact
+      ? { ...this.metered }
+      : this.generated.billedIn(this.metered);
   }
 
   decode(event: EventSourceMessage): StreamPart[] {
     const data = JSON.parse(event.data) as GeminiResponse;
     if (data.error)
       throw new ProviderError(data.error.message ?? 'the stream failed', data.error.code, { reported: true });
-    if (data.usageMetadata) this.metered = geminiUsage(data.usageMetadata, false);
+    if (data.usageMetadata) {
+      this.metered = geminiUsage(data.usageMetadata, false);
+      if (data.usageMetadata.candidatesTokenCount != null) this.outputStated = true;
+    }
     const parts: StreamPart[] = [];
     const candidate = data.candidates?.[0];
     for (const part of candidate?.content?.parts ?? []) {
-      if ('text' in part && !part.thought && part.text !== '')
-        parts.push({ type: 'delta', content: part.text });
-      else if ('functionCall' in part) {
-        if (this.oneCallOnly && this.toolCalls > 0) continue;
+      if ('text' in part) {
+        this.generated.add(part.text);
+        if (!part.thought && part.text !== '') parts.push({ type: 'delta', content: part.text });
+      } else if ('functionCall' in part) {
+        // The calls left out under oneCallOnly were generated (and billed) all the same.
         const call = toolCallOf(part);
+        this.generated.add(call.function.arguments);
+        if (this.oneCallOnly && this.toolCalls > 0) continue;
         parts.push({ type: 'delta', toolCalls: [{ index: this.toolCalls++, ...call }] });
       }
     }

@@ -14,13 +14,12 @@ import type {
   ChoiceLogprobs,
   ContentPart,
   FinishReason,
-  ToolCall,
   ToolCallDelta,
 } from './openai-types.js';
 import type { ProviderFamily, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
-import { type MeteredUsage, type ProviderCompletion, ProviderError, type StreamPart } from './types.js';
-import { zeroUsage } from './usage.js';
+import { type MeteredUsage, ProviderError, type StreamPart, type UpstreamLimits } from './types.js';
+import { GeneratedText, zeroUsage } from './usage.js';
 
 export interface OpenAIWireUsage {
   prompt_tokens?: number;
@@ -28,15 +27,6 @@ export interface OpenAIWireUsage {
   total_tokens?: number;
   prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
-}
-
-interface WireCompletion {
-  choices: Array<{
-    message: { content?: string | null; refusal?: string | null; tool_calls?: ToolCall[] | null };
-    finish_reason: string | null;
-    logprobs?: ChoiceLogprobs | null;
-  }>;
-  usage?: OpenAIWireUsage | null;
 }
 
 interface WireChunk {
@@ -55,44 +45,36 @@ export function openAICompatibleFamily(
 ): ProviderFamily {
   const auth: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
   return {
-    request: ({ request, model }, stream) => ({
-      path: '/chat/completions',
-      headers: auth,
-      body: upstreamRequestBody(request, model, stream, tokenLimitField),
-    }),
-    completion: (body) => openAICompletion(body as WireCompletion),
+    request: ({ request, model }) => {
+      const body = upstreamRequestBody(request, model, tokenLimitField);
+      return (limits) => ({ path: '/chat/completions', headers: auth, body: body(limits) });
+    },
     streamDecoder: () => new OpenAIStreamDecoder(),
     logprobs: true,
   };
 }
 
 /**
- * A request without a token budget gets the catalog's default, as on the other providers: what a
- * payer can owe unsettled is bounded by what its requests in flight can cost. An upstream naming its
- * `tokenLimitField` gets the limit in that field whichever of the two the client used; otherwise
- * the client's own field goes out, and a default as `max_tokens`.
+ * The output limit is the one admission decided (the client's, or what the payer can pay for): what
+ * a payer can owe unsettled is bounded by what its requests in flight can cost. An upstream naming
+ * its `tokenLimitField` gets it in that field whichever of the two the client used; otherwise in
+ * the client's own field, and as `max_tokens` when it set none. Always streamed, with usage.
  */
 export function upstreamRequestBody(
   request: ChatRequest,
-  model: Pick<CatalogModel, 'providerModel' | 'defaultMaxTokens'>,
-  stream: boolean,
+  model: Pick<CatalogModel, 'providerModel'>,
   tokenLimitField?: TokenLimitField,
-): ChatRequest {
-  const { max_tokens, max_completion_tokens } = request;
-  const limit = max_completion_tokens ?? max_tokens;
+): (limits: UpstreamLimits) => ChatRequest {
   const field =
-    tokenLimitField ??
-    (limit == null || max_completion_tokens == null ? 'max_tokens' : 'max_completion_tokens');
-  const budget = { [field]: limit ?? model.defaultMaxTokens };
+    tokenLimitField ?? (request.max_completion_tokens == null ? 'max_tokens' : 'max_completion_tokens');
   const body = {
     ...knownFields(request),
-    ...budget,
     messages: request.messages.map(knownMessageFields),
     model: model.providerModel,
+    stream: true,
+    stream_options: { include_usage: true },
   };
-  return stream
-    ? { ...body, stream: true, stream_options: { include_usage: true } }
-    : { ...body, stream: false };
+  return ({ outputTokens }) => ({ ...body, [field]: outputTokens });
 }
 
 /**
@@ -165,21 +147,6 @@ function knownPartFields(part: ContentPart): ContentPart {
   return { type: 'image_url', image_url: { url, ...(detail !== undefined && { detail }) } };
 }
 
-function openAICompletion(body: WireCompletion): ProviderCompletion {
-  const choice = body.choices[0];
-  const toolCalls = choice?.message.tool_calls ?? [];
-  const refusal = choice?.message.refusal;
-  return {
-    // No content is null beside tool calls or a refusal, as OpenAI answers; an empty answer otherwise.
-    content: choice?.message.content ?? (toolCalls.length > 0 || refusal ? null : ''),
-    ...(refusal && { refusal }),
-    toolCalls,
-    finishReason: openAIFinishReason(choice?.finish_reason),
-    usage: openAIUsage(body.usage),
-    ...(choice?.logprobs && { logprobs: choice.logprobs }),
-  };
-}
-
 function openAIFinishReason(reason: string | null | undefined): FinishReason {
   if (reason === 'length' || reason === 'content_filter' || reason === 'tool_calls') return reason;
   return reason === 'function_call' ? 'tool_calls' : 'stop';
@@ -212,15 +179,19 @@ export function openAIUsage(usage: OpenAIWireUsage | null | undefined): MeteredU
   };
 }
 
-/** Usage is exact only if the upstream honoured `include_usage` and the stream reached `[DONE]`. */
+/**
+ * Usage is exact only if the upstream honoured `include_usage` and the stream reached `[DONE]`; it
+ * comes in the last chunk, so until then the output is estimated from the text.
+ */
 class OpenAIStreamDecoder implements StreamDecoder {
   private metered = zeroUsage();
+  private readonly generated = new GeneratedText();
   private reported = false;
   private finishReason: FinishReason | undefined;
   private done = false;
 
   usage(): MeteredUsage {
-    return { ...this.metered };
+    return this.reported ? { ...this.metered } : this.generated.billedIn(this.metered);
   }
 
   decode(event: EventSourceMessage): StreamPart[] {
@@ -239,6 +210,8 @@ class OpenAIStreamDecoder implements StreamDecoder {
     const choice = chunk.choices?.[0];
     const { content, refusal, tool_calls: toolCalls } = choice?.delta ?? {};
     const logprobs = tokenLogprobs(choice?.logprobs);
+    for (const text of [content, refusal, ...(toolCalls ?? []).map((call) => call.function?.arguments)])
+      if (text) this.generated.add(text);
     if (content || refusal || toolCalls?.length || logprobs)
       parts.push({
         type: 'delta',

@@ -4,13 +4,14 @@ import {
   type MeteredUsage,
   type ProviderAdapter,
   type ProviderCall,
-  type ProviderCompletion,
   ProviderError,
   type ProviderStream,
   type StreamPart,
   UntranslatableRequestError,
+  type UpstreamLimits,
 } from './types.js';
 import type { Upstream, UpstreamRequest } from './upstream.js';
+import { wholeAnswer } from './whole-answer.js';
 
 /** An HTTP request to a provider, below its base URL. */
 export interface ProviderRequest {
@@ -34,10 +35,12 @@ export interface StreamDecoder {
  * around them is shared by `familyAdapter`.
  */
 export interface ProviderFamily {
-  /** Throws UntranslatableRequestError for a request the provider cannot express. */
-  request(call: ProviderCall, stream: boolean): ProviderRequest;
-  /** The answer to `call` (which some families need to read it as the client asked). */
-  completion(body: unknown, call: ProviderCall): ProviderCompletion;
+  /**
+   * The streamed request for `call` once its limits are known; throws UntranslatableRequestError
+   * (before any limit) for a request the provider cannot express.
+   */
+  request(call: ProviderCall): (limits: UpstreamLimits) => ProviderRequest;
+  /** Reads the answer to `call` (which some families need to read it as the client asked). */
   streamDecoder(call: ProviderCall): StreamDecoder;
   /** Whether the provider gives token log probabilities; a request for them to one that does not is refused. */
   logprobs?: boolean;
@@ -53,27 +56,20 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
   };
 
   /** The request for the upstream, or UntranslatableRequestError for one this family cannot answer. */
-  const translate = (call: ProviderCall, stream: boolean): ProviderRequest => {
+  const translate = (call: ProviderCall): ((limits: UpstreamLimits) => ProviderRequest) => {
     if (!family.logprobs) refuseLogprobs(call.request, name);
-    return family.request(call, stream);
+    return family.request(call);
   };
 
   return {
     prepareCompletion(call) {
-      const request = { ...translate(call, false), whole: true };
-      return async () => {
-        const body = await upstream.post(request);
-        try {
-          return family.completion(JSON.parse(await body.text()), call);
-        } catch (error) {
-          throw failure(error);
-        }
-      };
+      const request = translate(call);
+      return async (limits) => wholeAnswer(await streamOf({ ...request(limits), whole: true }, call));
     },
 
     prepareStream(call) {
-      const request = translate(call, true);
-      return () => streamOf(request, call);
+      const request = translate(call);
+      return (limits) => streamOf(request(limits), call);
     },
   };
 

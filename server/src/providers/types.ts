@@ -61,15 +61,24 @@ export interface ProviderStream extends AsyncIterable<StreamPart[]> {
   usage(): MeteredUsage;
 }
 
+/** What admission decided of a call, sent upstream in the provider's own fields. */
+export interface UpstreamLimits {
+  /** The output token limit (thinking included where the provider counts it as output). */
+  outputTokens: number;
+}
+
 /**
  * A provider's API in two steps: translating a call (which throws UntranslatableRequestError for one
- * the provider cannot express, and sends nothing), then sending it. The chat service translates
- * before it admits the payer, so a request the provider cannot take is refused before any payment work.
+ * the provider cannot express, and sends nothing), then sending it with the limits admission
+ * decided. The chat service translates before it admits the payer, so a request the provider
+ * cannot take is refused before any payment work. Every call is read from the provider as a
+ * stream, a whole answer too, so that what the provider counted is known however the call ends.
  */
 export interface ProviderAdapter {
-  prepareCompletion(call: ProviderCall): () => Promise<ProviderCompletion>;
+  /** The sender resolves with the whole answer, gathered from the stream. */
+  prepareCompletion(call: ProviderCall): (limits: UpstreamLimits) => Promise<ProviderCompletion>;
   /** The sender resolves once the upstream accepted the request (so errors before streaming are plain errors). */
-  prepareStream(call: ProviderCall): () => Promise<ProviderStream>;
+  prepareStream(call: ProviderCall): (limits: UpstreamLimits) => Promise<ProviderStream>;
 }
 
 /**
@@ -84,7 +93,10 @@ export class ProviderError extends Error {
       timeout?: boolean;
       /** Reported by the provider itself (an error status or event), which charges nothing for it. */
       reported?: boolean;
-      /** What the provider counted (and charges) of a whole answer the gateway cannot pass on. */
+      /**
+       * What the provider counted (and charges) of a whole answer the gateway cannot pass on: one it
+       * ended as a failure (exact), or one whose stream broke off (inexact).
+       */
       usage?: MeteredUsage;
       cause?: unknown;
     } = {},

@@ -7,8 +7,8 @@ export interface UpstreamTimeouts {
   /** Until the response headers, and the longest pause between two body chunks. */
   responseMs: number;
   /**
-   * Until the headers of a whole (non-streamed) answer: providers send them once it is generated,
-   * which takes minutes for a long one (the providers' own clients wait 10).
+   * The longest a whole answer (one its client waits for as one JSON body) may take, stream and
+   * all: minutes for a long one (the providers' own clients wait 10).
    */
   completionMs: number;
 }
@@ -18,12 +18,12 @@ export interface UpstreamRequest {
   path: string;
   headers: Record<string, string>;
   body: unknown;
-  /** A non-streamed answer: it comes once it is generated (`completionMs`). */
+  /** The stream of a whole answer, read to its end within `completionMs`. */
   whole?: boolean;
 }
 
 /** A body being received; iterate it for chunks. Errors while reading are raw undici errors. */
-export type UpstreamBody = AsyncIterable<Uint8Array> & { text(): Promise<string> };
+export type UpstreamBody = AsyncIterable<Uint8Array>;
 
 /** One provider origin behind a keep-alive pool. */
 export interface Upstream {
@@ -62,14 +62,9 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
           path: basePath + request.path,
           headers: { 'content-type': 'application/json', accept: '*/*', ...request.headers },
           body: JSON.stringify(request.body),
-          ...(request.whole && { headersTimeout: timeouts.completionMs, bodyTimeout: timeouts.completionMs }),
+          ...(request.whole && { signal: AbortSignal.timeout(timeouts.completionMs) }),
         });
       } catch (error) {
-        if (request.whole && error instanceof errors.HeadersTimeoutError)
-          throw new ProviderError(`${name} did not answer within ${timeouts.completionMs} ms`, undefined, {
-            timeout: true,
-            cause: error,
-          });
         throw failure(error);
       }
       if (response.statusCode < 300) return response.body;
@@ -99,6 +94,16 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
 
 function upstreamFailure(name: string, error: unknown, timeouts: UpstreamTimeouts): ProviderError {
   if (error instanceof ProviderError) return error;
+  // AbortSignal.timeout's reason, which undici throws as is.
+  if (error instanceof DOMException && error.name === 'TimeoutError')
+    return new ProviderError(
+      `${name} did not finish its answer within ${timeouts.completionMs} ms`,
+      undefined,
+      {
+        timeout: true,
+        cause: error,
+      },
+    );
   if (error instanceof errors.ConnectTimeoutError)
     return new ProviderError(`${name} could not be reached within ${timeouts.connectMs} ms`, undefined, {
       timeout: true,

@@ -38,3 +38,20 @@ export function toOpenAIUsage(usage: TokenUsage, cost?: unknown): ChatCompletion
     ...(cost !== undefined && { cost }),
   };
 }
+
+/**
+ * The text of an answer as it is generated (content, refusal, tool call arguments, reasoning), to
+ * bill the output of a stream that broke off before the provider stated its count.
+ */
+export class GeneratedText {
+  private bytes = 0;
+
+  add(text: string): void {
+    this.bytes += Buffer.byteLength(text);
+  }
+
+  /** `usage` with at least the output the text makes: its UTF-8 bytes / 4, rounded up. Inexact. */
+  billedIn(usage: MeteredUsage): MeteredUsage {
+    return { ...usage, outputTokens: Math.max(usage.outputTokens, Math.ceil(this.bytes / 4)), exact: false };
+  }
+}

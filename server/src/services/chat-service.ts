@@ -18,6 +18,7 @@ import {
   type StreamPart,
   UntranslatableRequestError,
   UpstreamCutError,
+  type UpstreamLimits,
 } from '../providers/types.js';
 import { completionTokens, promptTokens, toOpenAIUsage } from '../providers/usage.js';
 import type { Admission, PaymentGate, StatedCost, UsageRecorder } from './chat-contracts.js';
@@ -96,9 +97,9 @@ const NOT_RECORDED =
 export function createChatService({ registry, gate, recorder }: ChatServiceOptions): ChatService {
   /**
    * An answer the provider completed without stating its usage (an OpenAI-compatible upstream that
-   * sends none, or ignores `stream_options.include_usage`) is billed as the tokens it did state,
-   * often none: said at warn level once per model (the metric counts each), for the operator to
-   * fix the upstream or its catalog entry.
+   * ignores `stream_options.include_usage`) is billed for its output estimated from its text, its
+   * prompt uncounted: said at warn level once per model (the metric counts each), for the operator
+   * to fix the upstream or its catalog entry.
    */
   const unmeteredModels = new Set<string>();
   const warnIfUnmetered = (input: ChatInput, usage: MeteredUsage) => {
@@ -106,7 +107,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     unmeteredModels.add(input.model.id);
     input.log.warn(
       { model: input.model.id, usage },
-      'the provider did not report the usage of this answer; it is billed only for the tokens reported (said once per model)',
+      'the provider did not report the usage of this answer; it is billed only for its output, estimated from its text (said once per model)',
     );
   };
 
@@ -204,11 +205,11 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
   const complete = async (
     input: ChatInput,
     admission: Admission,
-    send: () => Promise<ProviderCompletion>,
+    send: (limits: UpstreamLimits) => Promise<ProviderCompletion>,
   ): Promise<ChatCompletion> => {
     let completion: ProviderCompletion;
     try {
-      completion = await send();
+      completion = await send({ outputTokens: admission.outputTokens });
     } catch (error) {
       const usage = error instanceof ProviderError ? error.options.usage : undefined;
       throw await failedBeforeAnswer(input, admission, usage, error);
@@ -222,11 +223,11 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
   const stream = async (
     input: ChatInput,
     admission: Admission,
-    send: () => Promise<ProviderStream>,
+    send: (limits: UpstreamLimits) => Promise<ProviderStream>,
   ): Promise<void> => {
     let upstream: ProviderStream;
     try {
-      upstream = await send();
+      upstream = await send({ outputTokens: admission.outputTokens });
     } catch (error) {
       throw providerFailure(error, input.model) ?? error;
     }

@@ -178,7 +178,7 @@ describe('GET /metrics', () => {
     const send = meteredProviders(registry, metrics)
       .adapterFor(model)
       .prepareCompletion({ model, request: { model: model.id, messages: [] }, requestId: 'r' });
-    await expect(send()).rejects.toBe(error);
+    await expect(send({ outputTokens: 16 })).rejects.toBe(error);
     const samples = parseExposition(await metrics.registry.metrics());
     expect(sampleValue(samples, 'paygate_provider_errors_total', { provider: 'anthropic', reason })).toBe(1);
     expect(total(samples, 'paygate_provider_errors_total')).toBe(1);

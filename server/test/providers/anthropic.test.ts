@@ -82,6 +82,8 @@ describe('Anthropic behind /v1/chat/completions', () => {
       max_tokens: 4096,
       system: [{ type: 'text', text: 'Be brief.' }],
       messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }],
+      // Streamed even for a client that asked for one JSON body, so that a cut answer is still counted.
+      stream: true,
     });
 
     expect(h.recorder.entries).toEqual([
@@ -676,6 +678,7 @@ describe('Structured Outputs (response_format json_schema) on Anthropic', () => 
       system: [{ type: 'text', text: 'Report the weather.' }],
       messages: [{ role: 'user', content: [{ type: 'text', text: 'Oslo?' }] }],
       output_config: { format: { type: 'json_schema', schema: weatherReport.schema } },
+      stream: true,
     });
     expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 20, outputTokens: 9, exact: true });
   });

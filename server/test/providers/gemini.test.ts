@@ -65,7 +65,8 @@ describe('Gemini behind /v1/chat/completions', () => {
       },
     });
     const sent = lastSent();
-    expect(sent.path).toBe('/v1beta/models/gemini-2.5-flash:generateContent');
+    // Streamed even for a client that asked for one JSON body, so that a cut answer is still counted.
+    expect(sent.path).toBe('/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse');
     expect(sent.headers['x-goog-api-key']).toBe('gemini-test');
     expect(sent.body).toEqual({
       contents: [{ role: 'user', parts: [{ text: 'Hi' }] }],
@@ -390,22 +391,43 @@ describe('Gemini behind /v1/chat/completions', () => {
   );
 
   test.each([
-    ['google/gemini-2.5-flash', 'none', 0],
-    ['google/gemini-2.5-flash-lite', 'none', 0],
-    ['google/gemini-2.5-flash', 'minimal', 1024],
-    ['google/gemini-2.5-pro', 'low', 1024],
-    ['google/gemini-2.5-flash', 'medium', 8192],
-    ['google/gemini-2.5-pro', 'high', 24576],
+    ['google/gemini-2.5-flash', 'none', 8192, 0],
+    ['google/gemini-2.5-flash-lite', 'none', 8192, 0],
+    ['google/gemini-2.5-flash', 'minimal', 8192, 1024],
+    ['google/gemini-2.5-pro', 'low', 8192, 1024],
+    ['google/gemini-2.5-flash', 'medium', 20_000, 8192],
+    ['google/gemini-2.5-pro', 'high', 60_000, 24576],
   ] as const)(
-    '%s: reasoning_effort %s is thinkingBudget %d, as Google maps it',
-    async (model, effort, budget) => {
+    '%s: reasoning_effort %s under a limit of %d tokens is thinkingBudget %d, as Google maps it',
+    async (model, effort, limit, budget) => {
       await h.client.chat.completions.create({
         model,
         messages: [{ role: 'user', content: 'Hi' }],
         reasoning_effort: effort,
+        max_completion_tokens: limit,
       });
       expect(lastSent().body.generationConfig).toEqual({
-        maxOutputTokens: 8192,
+        maxOutputTokens: limit,
+        thinkingConfig: { thinkingBudget: budget },
+      });
+    },
+  );
+
+  test.each([
+    ['medium', undefined, 8192, 4096],
+    ['high', 10_000, 10_000, 5000],
+    ['low', 1500, 1500, 750],
+  ] as const)(
+    'a thinking budget (%s) that would leave the answer no room under the limit gets half of it: max_completion_tokens %s, maxOutputTokens %d, thinkingBudget %d',
+    async (effort, asked, limit, budget) => {
+      await h.client.chat.completions.create({
+        model: 'google/gemini-2.5-flash',
+        messages: [{ role: 'user', content: 'Hi' }],
+        reasoning_effort: effort,
+        ...(asked !== undefined && { max_completion_tokens: asked }),
+      });
+      expect(lastSent().body.generationConfig).toEqual({
+        maxOutputTokens: limit,
         thinkingConfig: { thinkingBudget: budget },
       });
     },

@@ -73,7 +73,8 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
       temperature: 0.2,
       top_k: 5,
       max_tokens: 1024,
-      stream: false,
+      stream: true,
+      stream_options: { include_usage: true },
     });
     expect(h.recorder.entries[0]!.usage).toEqual({
       inputTokens: 30,
@@ -125,7 +126,8 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
       reasoning_effort: 'minimal',
       verbosity: 'low',
       max_tokens: 1024,
-      stream: false,
+      stream: true,
+      stream_options: { include_usage: true },
     });
   });
 
@@ -143,7 +145,8 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
       messages: [{ role: 'user', content: 'Oslo?' }],
       response_format: responseFormat,
       max_tokens: 1024,
-      stream: false,
+      stream: true,
+      stream_options: { include_usage: true },
     });
   });
 
@@ -204,7 +207,7 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
   });
 
   test.each([false, true])(
-    'an answer the upstream states no usage of (stream: %s) is served, billed only for what was stated, and counted for the operator',
+    'an answer the upstream states no usage of (stream: %s) is served, billed for its output estimated from its text, and counted for the operator',
     async (stream) => {
       const unreported = async () => {
         const metrics = await h.app.inject({ method: 'GET', url: '/metrics' });
@@ -222,7 +225,8 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
             .join('')
         : (await h.client.chat.completions.create(request)).choices[0]!.message.content;
       expect(text).toBe('Unmetered.');
-      expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 0, outputTokens: 0, exact: false });
+      // "Unmetered." is 10 bytes of UTF-8: 3 tokens at 4 bytes a token, rounded up.
+      expect(h.recorder.entries[0]!.usage).toMatchObject({ inputTokens: 0, outputTokens: 3, exact: false });
       expect(await unreported()).toBe(before + 1);
     },
   );

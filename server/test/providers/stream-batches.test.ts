@@ -34,7 +34,6 @@ async function streamOf(...reads: string[]) {
       async *[Symbol.asyncIterator]() {
         for (const read of reads) yield new TextEncoder().encode(read);
       },
-      text: async () => reads.join(''),
     }),
     failure: (error) =>
       error instanceof ProviderError ? error : new ProviderError(String(error), undefined),
@@ -51,7 +50,7 @@ async function streamOf(...reads: string[]) {
   const batches: StreamPart[][] = [];
   let failure: unknown;
   try {
-    for await (const batch of await adapter.prepareStream(call)()) batches.push(batch);
+    for await (const batch of await adapter.prepareStream(call)({ outputTokens: 64 })) batches.push(batch);
   } catch (error) {
     failure = error;
   }

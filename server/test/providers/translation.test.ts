@@ -1,7 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import {
   AnthropicStreamDecoder,
-  anthropicCompletion,
   anthropicFinishReason,
   anthropicRequestBody,
 } from '../../src/providers/anthropic.js';
@@ -261,37 +260,6 @@ describe('Anthropic', () => {
     ).toEqual(['stop', 'stop', 'stop', 'length', 'length', 'tool_calls', 'content_filter', 'stop']);
   });
 
-  test('a whole answer: text blocks joined, thinking left out, tool_use as tool_calls', () => {
-    const completion = anthropicCompletion({
-      content: [
-        { type: 'thinking' },
-        { type: 'text', text: 'a' },
-        { type: 'text', text: 'b' },
-        { type: 'tool_use', id: 't1', name: 'f', input: { x: 1 } },
-      ],
-      stop_reason: 'tool_use',
-      usage: {
-        input_tokens: 1,
-        output_tokens: 2,
-        cache_creation_input_tokens: 3,
-        cache_read_input_tokens: null,
-      },
-    });
-    expect(completion).toEqual({
-      content: 'ab',
-      toolCalls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{"x":1}' } }],
-      finishReason: 'tool_calls',
-      usage: {
-        inputTokens: 1,
-        cacheReadTokens: 0,
-        cacheWriteTokens: 3,
-        outputTokens: 2,
-        reasoningTokens: 0,
-        exact: true,
-      },
-    });
-  });
-
   test('top_p alone is sent; tool_choice none keeps the tools; no tools means no tool_choice', () => {
     const model = {
       id: 'anthropic/x',
@@ -309,8 +277,7 @@ describe('Anthropic', () => {
       anthropicRequestBody(
         { messages: [{ role: 'user', content: 'q' }], top_p: 0.5, tools: [tool], tool_choice: 'none' },
         model,
-        false,
-      ),
+      )({ outputTokens: 50 }),
     ).toEqual({
       model: 'x',
       max_tokens: 50,
@@ -318,9 +285,15 @@ describe('Anthropic', () => {
       top_p: 0.5,
       tools: [{ name: 'f', input_schema: { type: 'object', properties: {} } }],
       tool_choice: { type: 'none' },
+      stream: true,
     });
     expect(
-      anthropicRequestBody({ messages: [{ role: 'user', content: 'q' }], tool_choice: 'auto' }, model, true),
+      anthropicRequestBody(
+        { messages: [{ role: 'user', content: 'q' }], tool_choice: 'auto' },
+        model,
+      )({
+        outputTokens: 50,
+      }),
     ).not.toHaveProperty('tool_choice');
   });
 });
@@ -472,7 +445,7 @@ describe('the conversation as each provider takes it', () => {
     typeof anthropicRequestBody
   >[1];
   const anthropicOf = (messages: ChatMessage[], extra: Partial<ChatRequest> = {}) =>
-    anthropicRequestBody({ messages, ...extra }, claude, false) as Record<string, unknown>;
+    anthropicRequestBody({ messages, ...extra }, claude)({ outputTokens: 64 }) as Record<string, unknown>;
 
   test('a developer message is a system instruction (sent as system to an OpenAI-compatible upstream)', () => {
     const messages: ChatMessage[] = [
@@ -487,7 +460,7 @@ describe('the conversation as each provider takes it', () => {
       systemInstruction: { parts: [{ text: 'Be terse.' }] },
       contents: [{ role: 'user', parts: [{ text: 'hi' }] }],
     });
-    const upstream = upstreamRequestBody({ messages }, { providerModel: 'm', defaultMaxTokens: 8 }, false);
+    const upstream = upstreamRequestBody({ messages }, { providerModel: 'm' })({ outputTokens: 8 });
     expect(upstream.messages).toEqual([
       { role: 'system', content: 'Be terse.' },
       { role: 'user', content: 'hi' },
@@ -619,53 +592,44 @@ describe('OpenAI usage', () => {
     });
   });
 
-  const upstreamModel = { providerModel: 'm', defaultMaxTokens: 512 };
+  const upstreamModel = { providerModel: 'm' };
+  const limits = { outputTokens: 512 };
 
-  test('a streamed upstream request always asks for usage; a whole one never streams', () => {
+  test('the upstream request always streams and asks for usage, whatever the client asked', () => {
     const request = {
       messages: [{ role: 'user' as const, content: 'q' }],
       stream_options: { include_usage: false },
       max_tokens: 64,
     };
-    expect(upstreamRequestBody(request, upstreamModel, true)).toEqual({
-      messages: request.messages,
-      model: 'm',
-      max_tokens: 64,
-      stream: true,
-      stream_options: { include_usage: true },
-    });
-    expect(upstreamRequestBody({ ...request, stream: true }, upstreamModel, false)).toEqual({
-      messages: request.messages,
-      model: 'm',
-      max_tokens: 64,
-      stream: false,
-    });
+    for (const stream of [true, false])
+      expect(upstreamRequestBody({ ...request, stream }, upstreamModel)(limits)).toEqual({
+        messages: request.messages,
+        model: 'm',
+        max_tokens: 512,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
   });
 
-  test("a request without a token budget gets the catalog's default; a client's budget goes in the upstream's field, or its own", () => {
+  test("the limit admission decided goes in the upstream's field, or the client's own (max_tokens when it set none)", () => {
     const messages = [{ role: 'user' as const, content: 'q' }];
-    expect(upstreamRequestBody({ messages }, upstreamModel, false)).toMatchObject({ max_tokens: 512 });
-    const own = upstreamRequestBody({ messages, max_completion_tokens: 9 }, upstreamModel, false);
-    expect(own).toMatchObject({ max_completion_tokens: 9 });
+    expect(upstreamRequestBody({ messages }, upstreamModel)(limits)).toMatchObject({ max_tokens: 512 });
+    const own = upstreamRequestBody({ messages, max_completion_tokens: 9 }, upstreamModel)(limits);
+    expect(own).toMatchObject({ max_completion_tokens: 512 });
     expect(own).not.toHaveProperty('max_tokens');
     const renamed = upstreamRequestBody(
       { messages, max_completion_tokens: 9 },
       upstreamModel,
-      false,
       'max_tokens',
-    );
-    expect(renamed).toMatchObject({ max_tokens: 9 });
+    )(limits);
+    expect(renamed).toMatchObject({ max_tokens: 512 });
     expect(renamed).not.toHaveProperty('max_completion_tokens');
     const openai = upstreamRequestBody(
       { messages, max_tokens: 9 },
       upstreamModel,
-      false,
       'max_completion_tokens',
-    );
-    expect(openai).toMatchObject({ max_completion_tokens: 9 });
+    )(limits);
+    expect(openai).toMatchObject({ max_completion_tokens: 512 });
     expect(openai).not.toHaveProperty('max_tokens');
-    expect(upstreamRequestBody({ messages }, upstreamModel, false, 'max_completion_tokens')).toMatchObject({
-      max_completion_tokens: 512,
-    });
   });
 });

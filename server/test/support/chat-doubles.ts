@@ -18,6 +18,8 @@ export interface GateDouble extends PaymentGate {
   refusal?: ApiError;
   /** While set, the headers stating what is owed once a request's usage is recorded (as x402's). */
   owed?: Record<string, string>;
+  /** While set, the output token limit admissions decide (as the real gate does for a payer who can pay for less). */
+  outputTokens?: number;
 }
 
 export function gateDouble(responseHeaders: Record<string, string> = {}): GateDouble {
@@ -31,8 +33,9 @@ export function gateDouble(responseHeaders: Record<string, string> = {}): GateDo
       return {
         payer: TEST_PAYER,
         rail: 'session',
-        // The client's limit, else the model's catalog default (a double knows no payer to clamp to).
+        // Unless set, the client's limit, else the model's catalog default (a double knows no payer to clamp to).
         outputTokens:
+          gate.outputTokens ??
           request.request.max_completion_tokens ??
           request.request.max_tokens ??
           request.model.defaultMaxTokens,

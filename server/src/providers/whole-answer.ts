@@ -1,0 +1,75 @@
+import type { ChoiceLogprobs, FinishReason, TokenLogprob, ToolCall } from './openai-types.js';
+import { type ProviderCompletion, ProviderError, type ProviderStream, type StreamPart } from './types.js';
+
+/**
+ * A whole answer gathered from its stream, as a client that asked for one JSON body gets it. A
+ * stream that fails throws its ProviderError carrying what the provider had counted (`usage`), which
+ * is billed unless the provider reported the failure itself.
+ */
+export async function wholeAnswer(stream: ProviderStream): Promise<ProviderCompletion> {
+  const answer = new GatheredAnswer();
+  try {
+    for await (const parts of stream) for (const part of parts) answer.add(part);
+  } catch (error) {
+    if (error instanceof ProviderError) error.options.usage ??= stream.usage();
+    throw error;
+  }
+  return answer.completion(stream.usage());
+}
+
+class GatheredAnswer {
+  private content = '';
+  private refusal = '';
+  private readonly toolCalls: ToolCall[] = [];
+  private logprobs?: ChoiceLogprobs;
+  private finishReason: FinishReason = 'stop';
+
+  add(part: StreamPart): void {
+    if (part.type === 'finish') {
+      this.finishReason = part.finishReason;
+      return;
+    }
+    this.content += part.content ?? '';
+    this.refusal += part.refusal ?? '';
+    for (const { index, id, function: fn, extra_content } of part.toolCalls ?? []) {
+      const call = this.toolCalls[index] ?? {
+        id: '',
+        type: 'function',
+        function: { name: '', arguments: '' },
+      };
+      this.toolCalls[index] = call;
+      if (id) call.id = id;
+      if (fn?.name) call.function.name = fn.name;
+      call.function.arguments += fn?.arguments ?? '';
+      if (extra_content) call.extra_content = extra_content;
+    }
+    if (part.logprobs) {
+      const gathered = this.logprobs ?? { content: null, refusal: null };
+      this.logprobs = {
+        content: joined(gathered.content, part.logprobs.content),
+        refusal: joined(gathered.refusal, part.logprobs.refusal),
+      };
+    }
+  }
+
+  completion(usage: ProviderCompletion['usage']): ProviderCompletion {
+    const toolCalls = this.toolCalls.filter((call) => call !== undefined);
+    return {
+      // No content is null beside tool calls or a refusal, as OpenAI answers; an empty answer otherwise.
+      content: this.content === '' && (toolCalls.length > 0 || this.refusal !== '') ? null : this.content,
+      ...(this.refusal !== '' && { refusal: this.refusal }),
+      toolCalls,
+      finishReason: this.finishReason,
+      usage,
+      ...(this.logprobs && { logprobs: this.logprobs }),
+    };
+  }
+}
+
+/** `tokens` with `more` after them, appended in place (a list per answer, grown delta by delta). */
+function joined(tokens: TokenLogprob[] | null, more: TokenLogprob[] | null): TokenLogprob[] | null {
+  if (!more) return tokens;
+  if (!tokens) return [...more];
+  tokens.push(...more);
+  return tokens;
+}
