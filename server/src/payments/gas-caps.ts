@@ -41,7 +41,7 @@ export function cappedGasLimit(kind: TransactionKind, estimate: bigint): bigint 
 }
 
 /** The ETH price the gateway assumes, in USD: no price is known on chain, and this is above any ETH has traded at. */
-export const ETH_PRICE_USD = 10_000n;
+const ETH_PRICE_USD = 10_000n;
 
 /** What `gas` at `feePerGasWei` may cost the operator in pico-USD, at ETH_PRICE_USD: overstated, never understated. */
 export function gasCostPicoUsd(gas: bigint, feePerGasWei: bigint): bigint {
