@@ -4,7 +4,8 @@
  *
  * Environment: PORT (gateway, default 8080), RPC_PORT (anvil, default 8545; 0 for a free port), DATA_DIR (default
  * <repo>/data), LOG_LEVEL (gateway, default warn), SKIP_DASHBOARD_BUILD=1 (do not build a missing web/dist), and
- * any gateway variable the stack does not set itself.
+ * any gateway variable the stack does not set itself: ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL (GEMINI_* alike) sends
+ * that family to the real provider (or that URL) instead of its simulator.
  */
 
 import { stackBanner } from './stack/banner.js';

@@ -1,5 +1,5 @@
 import { formatUnits } from 'viem';
-import type { LocalStackFacts } from './facts.js';
+import type { LocalStackFacts, ProviderTarget } from './facts.js';
 
 const EXAMPLE_MODEL = 'anthropic/claude-sonnet-4.5';
 
@@ -15,6 +15,8 @@ export function stackBanner(facts: LocalStackFacts, factsPath: string, ownerUsdc
     `  GraphQL      ${facts.graphqlUrl}`,
     `  Chain RPC    ${facts.rpcUrl} (chain id ${facts.chainId})`,
     `  Faucet       ${facts.faucetUrl} (POST /fund {"address":"0x..."})`,
+    providerLine('Anthropic', facts.providers.anthropic, 'ANTHROPIC'),
+    providerLine('Gemini', facts.providers.gemini, 'GEMINI'),
     `  USDC         ${facts.usdc}`,
     `  Delegations  ${facts.delegationManager} (DelegationManager)`,
     `  Treasury     ${facts.treasury}`,
@@ -29,6 +31,14 @@ export function stackBanner(facts: LocalStackFacts, factsPath: string, ownerUsdc
   ];
   if (owner) lines.push('', 'Try it:', ...example(facts.gatewayUrl, facts.rpcUrl, owner.privateKey));
   return `${lines.join('\n')}\n`;
+}
+
+/** Where a provider family's requests go, and how to change it. */
+function providerLine(label: string, target: ProviderTarget, prefix: string): string {
+  const how = target.simulated
+    ? `simulator; set ${prefix}_API_KEY for the real API`
+    : `from ${prefix}_API_KEY / ${prefix}_BASE_URL`;
+  return `  ${label.padEnd(12)} ${target.baseUrl} (${how})`;
 }
 
 /** Names the chain's RPC too: pasted elsewhere, the command may not find this stack's facts file (DATA_DIR). */

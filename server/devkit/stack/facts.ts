@@ -5,6 +5,11 @@ import type { SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import type { Address } from 'viem';
 import type { TestOwner } from './test-owners.js';
 
+export interface ProviderTarget {
+  baseUrl: string;
+  simulated: boolean;
+}
+
 /** What scripts and tools need to drive a running local stack; written to `data/local-stack.json`. */
 export interface LocalStackFacts {
   gatewayUrl: string;
@@ -22,8 +27,10 @@ export interface LocalStackFacts {
   /** The gateway's session key: the delegate of payers' delegations. */
   sessionKeyAddress: Address;
   faucetUrl: string;
-  /** Base URLs of the provider simulators the gateway forwards to. */
+  /** Base URLs of the stack's provider simulators. */
   simulators: { anthropic: string; gemini: string; openai: string };
+  /** Where the gateway sends each family: its simulator, or (its key or base URL set) the provider. */
+  providers: { anthropic: ProviderTarget; gemini: ProviderTarget };
   testOwners: TestOwner[];
   /** The process serving the gateway, the faucet and the simulators. */
   pid: number;

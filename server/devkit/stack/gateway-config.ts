@@ -5,7 +5,8 @@ import type { LocalChain } from '../chain/index.js';
 /** What the gateway of a local stack is pointed at. */
 export interface LocalGatewaySetup {
   chain: LocalChain;
-  simulators: { anthropic: string; gemini: string };
+  /** The simulators of the provider families the stack simulates (see `simulatedProviders`). */
+  simulators: { anthropic?: string; gemini?: string };
   databaseUrl: string;
   port: number;
   host: string;
@@ -17,6 +18,15 @@ export interface LocalGatewaySetup {
 }
 
 type Env = Record<string, string | undefined>;
+
+/** The provider families the stack simulates: those whose API key and base URL are both unset in `env`. */
+export function simulatedProviders(env: Env): { anthropic: boolean; gemini: boolean } {
+  const unset = (...names: string[]) => names.every((name) => !env[name]?.trim());
+  return {
+    anthropic: unset('ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL'),
+    gemini: unset('GEMINI_API_KEY', 'GEMINI_BASE_URL'),
+  };
+}
 
 /**
  * The gateway's environment for a local stack: the same variables an operator sets (DESIGN.md section 8), so the
@@ -30,11 +40,15 @@ export function localGatewayEnv(setup: LocalGatewaySetup): Record<string, string
     LOG_LEVEL: setup.logLevel,
     DATABASE_URL: setup.databaseUrl,
     JWT_SECRET: randomBytes(32).toString('hex'),
-    // the simulators accept any key; the adapters only need one to send
-    ANTHROPIC_API_KEY: 'sk-ant-local-simulator',
-    ANTHROPIC_BASE_URL: setup.simulators.anthropic,
-    GEMINI_API_KEY: 'gemini-local-simulator',
-    GEMINI_BASE_URL: setup.simulators.gemini,
+    // The simulators accept any key (the adapters send one); a real provider's key and URL are the operator's.
+    ...(setup.simulators.anthropic && {
+      ANTHROPIC_API_KEY: 'sk-ant-local-simulator',
+      ANTHROPIC_BASE_URL: setup.simulators.anthropic,
+    }),
+    ...(setup.simulators.gemini && {
+      GEMINI_API_KEY: 'gemini-local-simulator',
+      GEMINI_BASE_URL: setup.simulators.gemini,
+    }),
     CHAIN_RPC_URL: chain.rpcUrl,
     CHAIN_ID: String(chain.chainId),
     USDC_ADDRESS: chain.usdc,

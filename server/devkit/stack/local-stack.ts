@@ -9,7 +9,7 @@ import { createLocalChain, type LocalChain } from '../chain/index.js';
 import { startFaucet } from '../faucet.js';
 import { writeLocalCatalog } from './catalog.js';
 import { type LocalStackFacts, removeStackFacts, writeStackFacts } from './facts.js';
-import { localGatewayConfig } from './gateway-config.js';
+import { localGatewayConfig, simulatedProviders } from './gateway-config.js';
 import { defaultDataDir, stackFactsPath } from './paths.js';
 import { startProviderSimulators } from './simulators.js';
 import { fundTestOwners } from './test-owners.js';
@@ -35,7 +35,10 @@ export interface LocalStackOptions {
   testOwnerUsdc?: bigint;
   /** Seconds between blocks. Default 0.2. */
   blockTime?: number;
-  /** Gateway variables the stack leaves open (RATE_LIMITS, COMMISSION_BPS, ...). Default none: not process.env. */
+  /**
+   * Gateway variables the stack leaves open (RATE_LIMITS, COMMISSION_BPS, ...). A provider family's API key or base
+   * URL among them replaces its simulator. Default none: not process.env.
+   */
   env?: Record<string, string | undefined>;
   /** The last word on the gateway's config (`chain` and `limits` are merged field by field). */
   gateway?: Partial<GatewayConfig>;
@@ -85,10 +88,14 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const operatorCatalog = options.env?.MODELS_FILE || options.gateway?.modelsFile;
     const modelsFile = operatorCatalog ? undefined : await writeLocalCatalog(dataDir, simulators.openai);
     const faucet = await track(stops, startFaucet(chain, { port: options.faucetPort }), (f) => f.close());
+    const simulated = simulatedProviders(options.env ?? {});
     const config = localGatewayConfig(
       {
         chain,
-        simulators,
+        simulators: {
+          anthropic: simulated.anthropic ? simulators.anthropic : undefined,
+          gemini: simulated.gemini ? simulators.gemini : undefined,
+        },
         databaseUrl,
         port: options.port ?? 8080,
         host: options.host ?? '127.0.0.1',
@@ -124,6 +131,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       sessionKeyAddress: privateKeyToAddress(config.chain.sessionKeyPrivateKey),
       faucetUrl: faucet.url,
       simulators: { anthropic: simulators.anthropic, gemini: simulators.gemini, openai: simulators.openai },
+      providers: {
+        anthropic: { baseUrl: config.providers.anthropic.baseUrl, simulated: simulated.anthropic },
+        gemini: { baseUrl: config.providers.google.baseUrl, simulated: simulated.gemini },
+      },
       testOwners,
       pid: process.pid,
       anvilPid: chain.pid,

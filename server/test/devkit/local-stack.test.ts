@@ -87,6 +87,11 @@ describe('a running local stack', () => {
       sessionKeyAddress: stack.chain.accounts.gateway.address,
       faucetUrl: stack.faucetUrl,
       simulators: stack.simulators,
+      // No provider key or base URL given: every family is simulated.
+      providers: {
+        anthropic: { baseUrl: stack.simulators.anthropic, simulated: true },
+        gemini: { baseUrl: stack.simulators.gemini, simulated: true },
+      },
       testOwners: stack.testOwners,
       pid: process.pid,
       anvilPid: stack.chain.pid,

@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
+import { startAnthropicSimulator } from '../../devkit/simulators/index.js';
 import type { LocalStackFacts } from '../../devkit/stack/facts.js';
 import { repoRoot } from '../../devkit/stack/paths.js';
 import { runProcess } from '../support/run-process.js';
@@ -18,14 +19,14 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-/** `npm start` from the repository root, in its own process group (as a terminal runs it). */
-function npmStart() {
+/** `npm start` from the repository root, in its own process group (as a terminal runs it), with `env` added. */
+function npmStart(env: Record<string, string> = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), 'paygate-npm-start-'));
   dirs.push(dataDir);
   const child = spawn('npm', ['start'], {
     cwd: repoRoot,
     detached: true,
-    env: { ...process.env, PORT: '0', RPC_PORT: '0', DATA_DIR: dataDir, SKIP_DASHBOARD_BUILD: '1' },
+    env: { ...process.env, PORT: '0', RPC_PORT: '0', DATA_DIR: dataDir, SKIP_DASHBOARD_BUILD: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   groups.push(child);
@@ -81,6 +82,42 @@ describe('npm start', () => {
     expect(alive(facts.anvilPid)).toBe(false);
     expect(started.stderr()).toContain('stopped');
     await expect(fetch(`${facts.gatewayUrl}/health`)).rejects.toThrow();
+  });
+
+  test("with a provider's base URL and key set, sends that family there with that key and the other to its simulator, and says so", async () => {
+    const standIn = await startAnthropicSimulator();
+    standIn.script({ text: 'from the stand-in' });
+    try {
+      const started = npmStart({ ANTHROPIC_BASE_URL: standIn.url, ANTHROPIC_API_KEY: 'sk-ant-developer' });
+      const banner = await started.banner;
+      const facts = await started.facts();
+
+      expect(facts.providers).toEqual({
+        anthropic: { baseUrl: standIn.url, simulated: false },
+        gemini: { baseUrl: facts.simulators.gemini, simulated: true },
+      });
+      expect(banner).toContain(`Anthropic    ${standIn.url} (from ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL)`);
+      expect(banner).toContain(
+        `Gemini       ${facts.simulators.gemini} (simulator; set GEMINI_API_KEY for the real API)`,
+      );
+      // The banner's example asks an Anthropic model: the stand-in answers, given the developer's key.
+      const example = exampleCommands(banner);
+      const answer = JSON.parse(await runShell(example));
+      expect(answer.choices[0].message.content).toBe('from the stand-in');
+      expect(standIn.log).toHaveLength(1);
+      expect(standIn.log[0]?.headers['x-api-key']).toBe('sk-ant-developer');
+      // A Gemini model still goes to the stack's simulator.
+      const gemini = JSON.parse(
+        await runShell(example.replace('anthropic/claude-sonnet-4.5', 'google/gemini-2.5-flash')),
+      );
+      expect(gemini.choices[0].message.content).toBe('echo: Hello there');
+      expect(standIn.log).toHaveLength(1);
+
+      process.kill(facts.pid, 'SIGINT');
+      expect((await started.exited)[0]).toBe(0);
+    } finally {
+      await standIn.close();
+    }
   });
 
   test('Ctrl-C (SIGINT to the whole process group) stops the stack and its anvil', async () => {
