@@ -48,8 +48,9 @@ describe('loadConfig', () => {
         pollIntervalMs: 250,
       },
       limits: {
-        bodyLimitBytes: 4 * 1024 * 1024,
-        requestTimeoutMs: 30_000,
+        // Anthropic's largest request (32 MB), received whole at 140 KB/s.
+        bodyLimitBytes: 32 * 1024 * 1024,
+        requestTimeoutMs: 240_000,
         databaseQueryTimeoutMs: 60_000,
         rateLimitMax: 600,
         rateLimitWindowMs: 60_000,
@@ -180,6 +181,15 @@ describe('loadConfig', () => {
       port: 8080,
       redisUrl: undefined,
     });
+  });
+});
+
+describe('REQUEST_TIMEOUT_MS when unset', () => {
+  test.each([
+    ['1048576', 30_000],
+    ['100000000', 715_000],
+  ])('follows BODY_LIMIT_BYTES=%s (140 KB/s, at least 30 s): %i', (bodyLimit, timeoutMs) => {
+    expect(loadConfig({ ...minimal, BODY_LIMIT_BYTES: bodyLimit }).limits.requestTimeoutMs).toBe(timeoutMs);
   });
 });
 
