@@ -306,7 +306,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       rateLimitWindowMs: read.integer('RATE_LIMIT_WINDOW_MS', 60_000, 1000, MAX_TIMER_MS),
       // Each authorization costs the gateway chain reads and a stored session: a lower limit of its own.
       routeRateLimits: {
-        '/v1/authorize': read.integer('RATE_LIMIT_AUTHORIZE_MAX', 30, 1),
+        'POST /v1/authorize': read.integer('RATE_LIMIT_AUTHORIZE_MAX', 30, 1),
         ...read.routeLimits('RATE_LIMITS'),
       },
       maxInFlightPerPayer: read.integer('MAX_IN_FLIGHT_PER_PAYER', 8, 1),

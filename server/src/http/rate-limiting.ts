@@ -11,7 +11,8 @@ export interface RateLimitOptions {
   windowMs: number;
   /**
    * Route path as registered (`/v1/models/*`) -> requests per window there, with its own counter:
-   * one per path and caller, whatever the method (GET, its HEAD, POST count together).
+   * one per path and caller, whatever the method (GET, its HEAD, POST count together). A method
+   * and path (`POST /v1/authorize`) counts that method apart, before its path's limit.
    */
   perRoute?: Readonly<Record<string, number>>;
   /** Shared store for several gateway instances (see `connectRateLimitStore`); in memory when absent. */
@@ -34,9 +35,9 @@ const LOCAL_COUNTERS_PER_LIMIT = 5000;
 /**
  * Limits every route, keyed by wallet when the caller's credential identifies it and by IP before.
  * Routes without their own limit share one counter per caller; a path given one by `perRoute`
- * counts apart, all its methods together (the plugin's per-route `config.rateLimit` would count
- * each method apart: GET, its automatic HEAD and POST would each get the whole limit). Runs
- * first, before body parsing.
+ * counts apart, all its methods together but those given one of their own (the plugin's per-route
+ * `config.rateLimit` would count each method apart: GET, its automatic HEAD and POST would each get
+ * the whole limit). Runs first, before body parsing.
  */
 export async function installRateLimiting(app: FastifyInstance, options: RateLimitOptions): Promise<void> {
   app.decorateRequest('wallet', null);
@@ -55,11 +56,14 @@ export async function installRateLimiting(app: FastifyInstance, options: RateLim
   }
   const perRoute = new Map(Object.entries(options.perRoute ?? {}));
   checkPerRouteLimits(app, perRoute);
-  /** The configured path a request counts under, when its route has a limit of its own. */
+  /** The configured method and path, or path, a request counts under, when its route has a limit of its own. */
   const limitedPath = (request: FastifyRequest) => {
     if (perRoute.size === 0) return undefined;
     const path = request.routeOptions.url;
-    return path !== undefined && perRoute.has(path) ? path : undefined;
+    if (path === undefined) return undefined;
+    const methodAndPath = `${request.method} ${path}`;
+    if (perRoute.has(methodAndPath)) return methodAndPath;
+    return perRoute.has(path) ? path : undefined;
   };
   await app.register(rateLimit, {
     global: true,
@@ -68,8 +72,10 @@ export async function installRateLimiting(app: FastifyInstance, options: RateLim
     max:
       perRoute.size === 0
         ? options.max
-        : (_request, key) =>
-            (key.startsWith('/') ? perRoute.get(key.slice(0, key.indexOf(' '))) : undefined) ?? options.max,
+        : (_request, key) => {
+            const end = key.lastIndexOf(' ');
+            return (end === -1 ? undefined : perRoute.get(key.slice(0, end))) ?? options.max;
+          },
     timeWindow: options.windowMs,
     redis,
     nameSpace: 'paygate-rl:',
@@ -81,7 +87,7 @@ export async function installRateLimiting(app: FastifyInstance, options: RateLim
       request.wallet ??= (await options.identify?.(request)) ?? null;
       const caller = request.wallet ?? request.ip;
       const path = limitedPath(request);
-      // Never a shared counter's key: a wallet or an IP never starts with '/'.
+      // Never a shared counter's key: a wallet or an IP holds no space.
       return path === undefined ? caller : `${path} ${caller}`;
     },
     errorResponseBuilder: (_request, context) =>
@@ -119,7 +125,10 @@ function checkPerRouteLimits(app: FastifyInstance, perRoute: ReadonlyMap<string,
     routes.add(route.url);
   });
   app.addHook('onReady', async () => {
-    const unknown = [...perRoute.keys()].filter((path) => !routes.has(path));
+    // A method and path names the route of its path.
+    const unknown = [...perRoute.keys()].filter(
+      (limited) => !routes.has(limited.slice(limited.indexOf(' ') + 1)),
+    );
     if (unknown.length > 0)
       throw new ConfigError('RATE_LIMITS', `names no route of the gateway: ${unknown.join(', ')}`);
   });
