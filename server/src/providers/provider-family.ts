@@ -26,7 +26,10 @@ export interface StreamDecoder {
   decode(event: EventSourceMessage): StreamPart[];
   /** The upstream closed the stream: the last parts, or a ProviderError if it was not finished. */
   end(): StreamPart[];
-  /** Usage reported so far; exact once `end` accepted the stream as complete. */
+  /**
+   * Usage reported so far, the output estimated from the text (GeneratedText) until the provider
+   * states it; exact once `end` accepted the stream as complete.
+   */
   usage(): MeteredUsage;
 }
 
