@@ -12,4 +12,4 @@ export type { LocalDeployment } from './deployment.js';
 export { createLocalChain, type LocalChain, type LocalChainOptions } from './local-chain.js';
 export { createPayerAccount, type PayerAccount, type PayerAccountOptions } from './payer.js';
 export { defaultSnapshotDir } from './snapshot.js';
-export { mintUsdc, testUsdcAbi, testUsdcEip712, usdcBalance } from './usdc.js';
+export { emptyUsdc, mintUsdc, testUsdcAbi, testUsdcEip712, usdcBalance } from './usdc.js';

@@ -1,4 +1,4 @@
-import type { Address, Hash } from 'viem';
+import { type Address, encodeFunctionData, type Hash } from 'viem';
 import { artifact } from '../contracts/artifacts/TestUSDC.js';
 import type { LocalChain } from './local-chain.js';
 
@@ -44,4 +44,28 @@ export async function confirm(
 ): Promise<void> {
   const receipt = await chain.publicClient.waitForTransactionReceipt({ hash });
   if (receipt.status !== 'success') throw new Error(`${what} reverted (${hash})`);
+}
+
+/**
+ * `holder` moves all its USDC to the deployer (anvil impersonates it, and gives it the gas), as a
+ * payer emptying its account after a request was admitted.
+ */
+export async function emptyUsdc(
+  chain: Pick<LocalChain, 'publicClient' | 'testClient' | 'deployer' | 'usdc'>,
+  holder: Address,
+): Promise<void> {
+  const amount = await usdcBalance(chain, holder);
+  await chain.testClient.impersonateAccount({ address: holder });
+  await chain.testClient.setBalance({ address: holder, value: 10n ** 18n });
+  const hash = await chain.testClient.sendUnsignedTransaction({
+    from: holder,
+    to: chain.usdc,
+    data: encodeFunctionData({
+      abi: testUsdcAbi,
+      functionName: 'transfer',
+      args: [chain.deployer.account.address, amount],
+    }),
+  });
+  await chain.testClient.stopImpersonatingAccount({ address: holder });
+  await confirm(chain, hash, 'emptying the account');
 }

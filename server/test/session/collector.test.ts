@@ -1,6 +1,6 @@
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { afterAll, describe, expect, onTestFinished, test, vi } from 'vitest';
-import { type LocalChain, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
+import { emptyUsdc, type LocalChain, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { markSettlementSent, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
 import { createChainClient } from '../../src/payments/chain-client.js';
@@ -66,12 +66,13 @@ async function quietGateway(): Promise<GatewayUnderTest> {
   return quiet;
 }
 
-/** A payer (kit key `owner`) holding 10 atomic units of USDC, owing one answered request it cannot pay. */
+/** A payer (kit key `owner`) owing one answered request it cannot pay: it emptied its account since. */
 async function payerOwingUnpaid(on: GatewayUnderTest, owner: number) {
-  const payer = await newPayer(local, owner, { fundUsdc: 10n });
+  const payer = await newPayer(local, owner);
   const session = await authorize(on, payer);
   anthropic.script({ text: 'unpaid', usage: SMALL });
   await chat(openaiFor(on, session.token));
+  await emptyUsdc(local, payer.address);
   return { payer, session };
 }
 
@@ -166,7 +167,7 @@ test('a collection that fails is retried, shown in /health and as failed settlem
   expect(data.settlements.edges[0]?.node).toMatchObject({ status: 'failed', amountAtomic: '66' });
   expect(data.settlements.edges[0]?.node.failureReason).toMatch(/less USDC than it owes/);
   // Nothing moved, and the debt is still owed.
-  expect(await usdcBalance(local, payer.address)).toBe(10n);
+  expect(await usdcBalance(local, payer.address)).toBe(0n);
   expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
 });
 
@@ -272,25 +273,34 @@ describe('debts a session would outlive are collected without waiting for the id
   // when the payer's sessions all end within 16 minutes 5 seconds.
   const FIFTEEN_MINUTES = 15 * 60_000;
 
-  /** A payer with a session expiring in `expiresInSeconds`, owing one answered request. */
+  /**
+   * A payer with a session expiring in `expiresInSeconds`, owing one answered request; `emptied`:
+   * it emptied its account while the request was served.
+   */
   async function owingOne(
     on: GatewayUnderTest,
     owner: number,
     salt: number,
     expiresInSeconds: number,
-    fundUsdc?: bigint,
+    emptied = false,
   ) {
-    const payer = await newPayer(local, owner, { salt, fundUsdc });
+    const payer = await newPayer(local, owner, { salt });
     const session = await authorize(on, payer, { expiresInSeconds });
-    anthropic.script({ text: 'last words', usage: SMALL });
-    expect((await chat(openaiFor(on, session.token))).status).toBe(200);
+    anthropic.script({ text: 'last words', usage: SMALL, delayMs: emptied ? 1_000 : 0 });
+    const calls = anthropic.log.length;
+    const answer = chat(openaiFor(on, session.token));
+    if (emptied) {
+      await vi.waitFor(() => expect(anthropic.log.length).toBe(calls + 1), waitLong);
+      await emptyUsdc(local, payer.address);
+    }
+    expect((await answer).status).toBe(200);
     return { payer, session, balanceBefore: await usdcBalance(local, payer.address) };
   }
 
   test('the debt of a session expiring in 10 minutes, unpaid on completion, is collected at once; one of a lasting session waits', async () => {
     const quiet = await quietGateway();
-    // Settled as its request completes (its session ends soon), when the account held too little.
-    const ending = await owingOne(quiet, 0, 21, 600, 10n);
+    // Settled as its request completes (its session ends soon), when the account held nothing.
+    const ending = await owingOne(quiet, 0, 21, 600, true);
     await vi.waitFor(async () => {
       const [settlement] = await settlementsOf(quiet.store, ending.payer.address);
       expect(settlement?.status).toBe('failed');

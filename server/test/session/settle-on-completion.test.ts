@@ -1,6 +1,6 @@
 import type { Address } from 'viem';
 import { afterAll, describe, expect, test, vi } from 'vitest';
-import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { emptyUsdc, type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { openStore, type Store } from '../../src/store/database.js';
@@ -91,10 +91,15 @@ describe('settling on completion', () => {
   });
 
   test('a settlement that fails in the background leaves the debt owed: the next request is refused with 402, not forwarded', async () => {
-    // An account holding no USDC: its first request is served (nothing was owed), its settlement cannot be paid.
-    const payer = await newPayer(local, 0, { salt: 41, fundUsdc: 0n });
+    // An account that empties itself while its request is served: its settlement cannot be paid.
+    const payer = await newPayer(local, 0, { salt: 41 });
     const client = openaiFor(gateway, (await authorize(gateway, payer)).token);
-    const answered = await probe.chat(client, payer.address);
+    const calls = anthropic.log.length;
+    anthropic.script({ text: 'served', usage: SMALL, delayMs: 1_000 });
+    const answering = probe.chat(client, payer.address);
+    await vi.waitFor(() => expect(anthropic.log.length).toBe(calls + 1), { timeout: 10_000, interval: 20 });
+    await emptyUsdc(local, payer.address);
+    const answered = await answering;
     expect(answered.status).toBe(200);
     await vi.waitFor(
       async () => {

@@ -12,13 +12,20 @@ import {
   serializeErc6492Signature,
 } from 'viem';
 import { afterAll, describe, expect, test } from 'vitest';
-import { type LocalChain, type PayerAccount, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
+import {
+  emptyUsdc,
+  type LocalChain,
+  type PayerAccount,
+  testUsdcAbi,
+  usdcBalance,
+} from '../../devkit/chain/index.js';
 import { artifact as gasHungryDelegator } from '../../devkit/contracts/artifacts/GasHungryDelegator.js';
 import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/InertDelegator.js';
 import type { ContractArtifact } from '../../devkit/contracts/compile.js';
-import { debtOf } from '../../src/billing/ledger.js';
+import { debtOf, recordUsage } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
 import type { AuthorizedSession } from '../../src/client/index.js';
+import { completedRequest } from '../support/usage-entries.js';
 import {
   type AnthropicStep,
   authorize,
@@ -298,17 +305,21 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
     return refused;
   }
 
+  // The exposure budget keeps a payer's debt within what it can pay; a debt beyond it arises only
+  // when what it can pay moved after admission (its funds moved within a block, say): written here.
+  const owingBeyond = (payer: PayerAccount, atomic: bigint) => async () => {
+    await recordUsage(gateway.store, completedRequest(payer.address, atomic * 1_000_000n));
+  };
+
   test('the cap is used up', async () => {
-    const { payer, session } = await newSession(4, { cap: 100n });
-    anthropic.script({ text: 'one', usage: SMALL });
-    await rawChat(session.token);
-    // 66 paid now (34 of the cap left), 66 more owed after it.
-    const refused = await refusedAfterDebt(session, payer);
+    const { payer, session } = await newSession(4, { cap: 20_000n });
+    // 66 owed, then 20,000 more: beyond the cap.
+    const refused = await refusedAfterDebt(session, payer, owingBeyond(payer, 20_000n));
     expect(refused.body.error).toMatchObject({
       code: 'payment_required',
       details: {
         reason: 'cap_reached',
-        owedAtomic: '66',
+        owedAtomic: '20066',
         revert: 'ERC20TransferAmountEnforcer:allowance-exceeded',
       },
     });
@@ -319,18 +330,17 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
 
   test('the per-period cap is used up', async () => {
     const payer = await newPayer(local, 3, { salt: 2 });
-    const session = await authorize(gateway, payer, { cap: 100n, period: { seconds: 86_400 } });
-    anthropic.script({ text: 'one', usage: SMALL });
-    await rawChat(session.token);
-    const refused = await refusedAfterDebt(session, payer);
+    const session = await authorize(gateway, payer, { cap: 20_000n, period: { seconds: 86_400 } });
+    const refused = await refusedAfterDebt(session, payer, owingBeyond(payer, 20_000n));
     expect(refused.body.error).toMatchObject({
       details: { reason: 'cap_reached', revert: 'ERC20PeriodTransferEnforcer:transfer-amount-exceeded' },
     });
   });
 
   test('the smart account lacks the USDC', async () => {
-    const { payer, session } = await newSession(5, { fundUsdc: 10n });
-    const refused = await refusedAfterDebt(session, payer);
+    const { payer, session } = await newSession(5);
+    // Admitted while it held USDC, then emptied its account.
+    const refused = await refusedAfterDebt(session, payer, () => emptyUsdc(local, payer.address));
     expect(refused.body.error).toMatchObject({
       details: { reason: 'insufficient_balance', owedAtomic: '66' },
     });

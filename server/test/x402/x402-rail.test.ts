@@ -11,7 +11,7 @@ import { APIConnectionError } from 'openai';
 import { type Address, type Hash, type Hex, toHex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { createPayerAccount, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
+import { createPayerAccount, emptyUsdc, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { loadCatalog } from '../../src/catalog/catalog.js';
@@ -406,8 +406,10 @@ describe('a proof whose payer is not the signer the facilitator checks', () => {
 
 describe('a payer that cannot pay', () => {
   test("is refused with the chain's reason and nothing moves", async () => {
-    const payer = privateKeyToAccount(stack.local.accounts.payers[1]!.privateKey);
-    await chat(payer); // a zero-value proof needs no balance
+    // Served while it held USDC, then emptied its account.
+    const payer = await fundedEoa(stack, 1, 1_000_000n);
+    await chat(payer);
+    await emptyUsdc(stack.local, payer.address);
     const response = await sendProof('PAYMENT-SIGNATURE', await proofFor(payer, SMALL_COST));
     expect(response.status).toBe(402);
     const required = requiredOf(response.headers);
