@@ -54,6 +54,8 @@ export type StreamDisconnect =
 export interface LedgerSnapshot {
   /** Completed requests not yet paid (unclaimed, or claimed by a settlement in flight), in pico-USD. */
   outstandingPicoUsd: bigint;
+  /** Of it, unclaimed records of payers that never had a payment confirmed (the exposure to unproven payers). */
+  unprovenOutstandingPicoUsd: bigint;
   /** Settlements opened or sent but not confirmed or failed yet. */
   unfinishedSettlements: number;
 }
@@ -287,6 +289,15 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
       async collect() {
         const current = await snapshot();
         this.set(current ? Number(current.outstandingPicoUsd) / PICO_PER_USD : Number.NaN);
+      },
+    });
+    new Gauge({
+      name: 'paygate_debt_outstanding_unproven_usd',
+      help: 'USD owed for completed requests by payers that never had a payment confirmed (part of paygate_debt_outstanding_usd)',
+      registers,
+      async collect() {
+        const current = await snapshot();
+        this.set(current ? Number(current.unprovenOutstandingPicoUsd) / PICO_PER_USD : Number.NaN);
       },
     });
     new Gauge({

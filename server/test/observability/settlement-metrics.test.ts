@@ -62,20 +62,25 @@ describe('settlement metrics', () => {
   test('the debt gauge rises with a paid request and falls back once its debt is settled', async () => {
     // Read from the ledger on each scrape; the earlier tests' debts are left as they are.
     const debt = async () => sampleValue(await scrape(), 'paygate_debt_outstanding_usd') ?? Number.NaN;
+    const unproven = async () =>
+      sampleValue(await scrape(), 'paygate_debt_outstanding_unproven_usd') ?? Number.NaN;
     const token = (await authorize(stack.gateway, await newPayer(stack.local, 3))).token;
     const client = openaiFor(stack.gateway, token);
     const before = await debt();
+    const unprovenBefore = await unproven();
     const confirmedBefore = settlements(await scrape(), 'session', 'confirmed');
 
     stack.anthropic.script({ text: 'owed', usage: { input_tokens: 10, output_tokens: 2 } });
     await sessionChat(client);
-    // 10 input and 2 output tokens: 66 USDC atomic units, 66e-6 USD.
+    // 10 input and 2 output tokens: 66 USDC atomic units, 66e-6 USD, owed by a payer that never paid.
     expect((await debt()) - before).toBeCloseTo(66e-6, 12);
+    expect((await unproven()) - unprovenBefore).toBeCloseTo(66e-6, 12);
 
     // The next request settles it before it goes out; the provider then fails it: nothing new owed.
     stack.anthropic.script({ httpError: { status: 500 } });
     await expect(sessionChat(client)).rejects.toMatchObject({ status: 502 });
     expect(settlements(await scrape(), 'session', 'confirmed')).toBe(confirmedBefore + 1);
     expect(await debt()).toBeCloseTo(before, 12);
+    expect(await unproven()).toBeCloseTo(unprovenBefore, 12);
   });
 });
