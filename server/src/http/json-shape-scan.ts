@@ -26,6 +26,9 @@ const DEFAULT_LIMITS: ShapeLimits = {
 /** Longest top-level key the refusal names (a longer one is named `body`). */
 const MAX_NAMED_KEY_BYTES = 128;
 
+/** Bytes of a string looked at one by one before its end is searched for natively. */
+const LOOPED_STRING_BYTES = 32;
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const COMMA = 0x2c;
@@ -63,7 +66,7 @@ export class JsonShapeScan {
   /** The next chunk of the body: the refusal once a limit is crossed, else undefined. */
   take(chunk: Buffer): ApiError | undefined {
     const end = chunk.length;
-    // Where the next quote and backslash are (-1: none left in the chunk), found natively and once each.
+    // The next quote and backslash past a string's first bytes (-1: none left), each searched once.
     let quote = -2;
     let backslash = -2;
     for (let i = 0; i < end; i++) {
@@ -73,13 +76,20 @@ export class JsonShapeScan {
           this.keepKeyBytes(chunk, i, i + 1);
           continue;
         }
-        if (quote !== -1 && quote < i) quote = chunk.indexOf(QUOTE, i);
-        if (backslash !== -1 && backslash < i) backslash = chunk.indexOf(BACKSLASH, i);
-        const stop = backslash !== -1 && (quote === -1 || backslash < quote) ? backslash : quote;
+        // Most strings end within a few bytes, where a loop is cheaper than a native search.
+        const near = Math.min(end, i + LOOPED_STRING_BYTES);
+        let stop = i;
+        while (stop < near && chunk[stop] !== QUOTE && chunk[stop] !== BACKSLASH) stop++;
+        if (stop === end) stop = -1;
+        else if (stop === near) {
+          if (quote !== -1 && quote < near) quote = chunk.indexOf(QUOTE, near);
+          if (backslash !== -1 && backslash < near) backslash = chunk.indexOf(BACKSLASH, near);
+          stop = backslash !== -1 && (quote === -1 || backslash < quote) ? backslash : quote;
+        }
         this.keepKeyBytes(chunk, i, stop === -1 ? end : stop);
         if (stop === -1) return undefined;
         i = stop;
-        if (stop === quote) this.endString();
+        if (chunk[stop] === QUOTE) this.endString();
         else {
           this.escaped = true;
           this.keepKeyBytes(chunk, i, i + 1);

@@ -10,6 +10,20 @@ import { hostileJson, RUNS } from './hostile.js';
  */
 const LIMITS: ShapeLimits = { nesting: 3, entries: 4, values: 12 };
 
+/** Strings with runs long enough to be searched natively, between what must be escaped or looks like structure. */
+const longStrings = fc.array(
+  fc
+    .array(
+      fc.oneof(
+        fc.constantFrom('"', '\\', '[', ']', '{', '}', ',', ':', 'é', '😀', '\n'),
+        fc.nat({ max: 100 }).map((length) => 'a'.repeat(length)),
+      ),
+      { maxLength: 8 },
+    )
+    .map((parts) => parts.join('')),
+  { maxLength: 6 },
+);
+
 interface Shape {
   nesting: number;
   entries: number;
@@ -36,29 +50,34 @@ function chunked(bytes: Buffer, cuts: number[]): Buffer[] {
 
 test('the scan refuses exactly the JSON that exceeds a bound, however its bytes are split', () => {
   fc.assert(
-    fc.property(hostileJson, fc.boolean(), fc.array(fc.nat(), { maxLength: 12 }), (value, indented, cuts) => {
-      const bytes = Buffer.from(JSON.stringify(value, null, indented ? 2 : undefined) ?? 'null');
-      const scan = new JsonShapeScan(LIMITS);
-      const refusal = chunked(bytes, cuts).reduce(
-        (refused: ReturnType<JsonShapeScan['take']>, chunk) => refused ?? scan.take(chunk),
-        undefined,
-      );
-      const shape = shapeOf(value);
-      const exceeded = [
-        shape.nesting > LIMITS.nesting && `more than ${LIMITS.nesting} levels`,
-        shape.entries > LIMITS.entries && `more than ${LIMITS.entries} entries`,
-        shape.values > LIMITS.values && `more than ${LIMITS.values} values`,
-      ].filter((bound): bound is string => bound !== false);
-      const context = `${bytes.toString('utf8').slice(0, 300)} split at ${cuts}`;
-      expect(refusal === undefined, context).toBe(exceeded.length === 0);
-      if (refusal) {
-        expect(refusal.statusCode, context).toBe(400);
-        expect(
-          exceeded.some((bound) => refusal.message.includes(bound)),
-          `${refusal.message}\nfor ${context}`,
-        ).toBe(true);
-      }
-    }),
+    fc.property(
+      fc.oneof(hostileJson, longStrings, fc.dictionary(fc.string(), longStrings)),
+      fc.boolean(),
+      fc.array(fc.nat(), { maxLength: 12 }),
+      (value, indented, cuts) => {
+        const bytes = Buffer.from(JSON.stringify(value, null, indented ? 2 : undefined) ?? 'null');
+        const scan = new JsonShapeScan(LIMITS);
+        const refusal = chunked(bytes, cuts).reduce(
+          (refused: ReturnType<JsonShapeScan['take']>, chunk) => refused ?? scan.take(chunk),
+          undefined,
+        );
+        const shape = shapeOf(value);
+        const exceeded = [
+          shape.nesting > LIMITS.nesting && `more than ${LIMITS.nesting} levels`,
+          shape.entries > LIMITS.entries && `more than ${LIMITS.entries} entries`,
+          shape.values > LIMITS.values && `more than ${LIMITS.values} values`,
+        ].filter((bound): bound is string => bound !== false);
+        const context = `${bytes.toString('utf8').slice(0, 300)} split at ${cuts}`;
+        expect(refusal === undefined, context).toBe(exceeded.length === 0);
+        if (refusal) {
+          expect(refusal.statusCode, context).toBe(400);
+          expect(
+            exceeded.some((bound) => refusal.message.includes(bound)),
+            `${refusal.message}\nfor ${context}`,
+          ).toBe(true);
+        }
+      },
+    ),
     { numRuns: RUNS * 10 },
   );
 });
