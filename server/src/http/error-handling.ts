@@ -2,6 +2,7 @@ import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SettlementStateError } from '../billing/settlements.js';
+import type { ShortfallReason } from '../payments/exposure.js';
 import type { RefusalReason } from '../payments/settlement-errors.js';
 import { isStoreUnavailable } from '../store/database.js';
 import { failure, servedPath } from './envelope.js';
@@ -94,7 +95,8 @@ const REFUSAL_REASONS = new Set<string>([
   'request_exceeds_cap',
   'requests_in_flight',
   'unproven_payer_limit',
-] satisfies Array<RefusalReason | 'request_exceeds_cap' | 'requests_in_flight' | 'unproven_payer_limit'>);
+  'unproven_exposure',
+] satisfies Array<RefusalReason | ShortfallReason | 'unproven_exposure'>);
 
 /** Why a request was refused, from a bounded set: its `details.reason` (a payment refusal), else its error code. */
 function refusalReason(error: ApiError): string {
