@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { formatUsd, formatUsdcAtomic } from '../../src/billing/money.js';
 import type { GatewayConfig } from '../../src/config.js';
 
 const SERVER_DIR = fileURLToPath(new URL('../..', import.meta.url));
@@ -137,6 +138,9 @@ export function gatewayEnvironment(config: GatewayConfig, dir: string): Record<s
     DEFAULT_MODEL: config.defaultModel,
     COMMISSION_BPS: String(config.commissionBps),
     SETTLE_ON_COMPLETION: String(config.settleOnCompletion),
+    UNPROVEN_PAYER_MAX_USD: formatUsdcAtomic(config.exposure.unprovenPayerMaxAtomic),
+    UNPROVEN_EXPOSURE_MAX_USD_PER_HOUR: formatUsd(config.exposure.unprovenHourlyMaxPicoUsd),
+    BALANCE_MAX_AGE_MS: String(config.exposure.balanceMaxAgeMs),
     CHAIN_RPC_URL: chain.rpcUrl,
     CHAIN_ID: String(chain.chainId),
     USDC_ADDRESS: chain.usdcAddress,
