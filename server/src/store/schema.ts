@@ -112,6 +112,30 @@ export interface X402AuthorizationsTable {
   from_block: NullableInt;
 }
 
+/**
+ * A payment identifier (x402 `payment-identifier`) a payer chose, and the request it paid for.
+ * `cost_pico` is set once that request's usage is recorded; until then it is in flight, and its
+ * claim lapses at `lease_until` (a request refused or failed before its usage leaves it unpaid).
+ */
+export interface X402PaymentIdsTable {
+  payer: Address;
+  payment_id: string;
+  /** sha256 of the request body: the same id on another request is a conflict. */
+  request_hash: string;
+  request_id: string;
+  cost_pico: NullableInt;
+  lease_until: Millis;
+  expires_at: Millis;
+  created_at: Millis;
+}
+
+/** Sign-in-with-x nonces already used: a signed sign-in identifies its wallet once. */
+export interface SiwxNoncesTable {
+  nonce: string;
+  address: Address;
+  expires_at: Millis;
+}
+
 /** A relayer transaction no settlement records (a deployment), until its nonce is used. */
 export interface RelayerSendsTable {
   sender: Address;
@@ -137,4 +161,6 @@ export interface Database {
   x402_authorizations: X402AuthorizationsTable;
   relayer_sends: RelayerSendsTable;
   relayer_nonces: RelayerNoncesTable;
+  x402_payment_ids: X402PaymentIdsTable;
+  siwx_nonces: SiwxNoncesTable;
 }

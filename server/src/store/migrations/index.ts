@@ -10,6 +10,7 @@ import * as relayerNonces from './0008-relayer-nonces.js';
 import * as settlementPayee from './0009-settlement-payee.js';
 import * as sessionExpiryIndex from './0010-session-expiry-index.js';
 import * as sessionPaidTotals from './0011-session-paid-totals.js';
+import * as x402ExtensionState from './0012-x402-extension-state.js';
 
 /**
  * Every migration of the store, applied in name order. To add one: a new file
@@ -27,4 +28,5 @@ export const migrations: Record<string, Migration> = {
   '0009-settlement-payee': settlementPayee,
   '0010-session-expiry-index': sessionExpiryIndex,
   '0011-session-paid-totals': sessionPaidTotals,
+  '0012-x402-extension-state': x402ExtensionState,
 };
