@@ -89,6 +89,11 @@ export interface ExposureConfig {
   unprovenHourlyMaxPicoUsd: bigint;
   /** BALANCE_MAX_AGE_MS: how long a payer's USDC balance read from the chain is used (at most a block). */
   balanceMaxAgeMs: number;
+  /**
+   * MIN_SETTLEMENT_USD (pico-USD): a session payer's debt below it is carried instead of settled before
+   * its next request, within the limits above; the collector settles it once idle. 0: the strict rule.
+   */
+  minSettlementPicoUsd: bigint;
 }
 
 export interface LimitsConfig {
@@ -284,6 +289,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       unprovenHourlyMaxPicoUsd:
         read.usdAtomic('UNPROVEN_EXPOSURE_MAX_USD_PER_HOUR', 10_000_000n) * 1_000_000n,
       balanceMaxAgeMs: read.integer('BALANCE_MAX_AGE_MS', defaultBlockTimeMs(chainId), 0, 60_000),
+      minSettlementPicoUsd: read.usdAtomic('MIN_SETTLEMENT_USD', 0n) * 1_000_000n,
     },
     chain: {
       ...readPaymentChain(read, chainId),

@@ -3,7 +3,7 @@ import type { Address } from 'viem';
 import { type Caller, sessionOver } from '../auth/jwt.js';
 import { debtOf, owedAtomicIfKnown } from '../billing/ledger.js';
 import { formatUsdcAtomic } from '../billing/money.js';
-import { sessionStanding } from '../billing/settlements.js';
+import { sessionStanding, settlementsOf } from '../billing/settlements.js';
 import { ApiError } from '../http/errors.js';
 import type { AdmissionRequest } from '../services/chat-contracts.js';
 import type { Shortfall } from './exposure.js';
@@ -36,6 +36,8 @@ export interface SessionMethodOptions extends OutboxDeps {
    * otherwise those of sessions ending soon.
    */
   settleOnCompletion?: SettleOnCompletion;
+  /** MIN_SETTLEMENT_USD in pico-USD: debts below it are carried (0 or absent: everything is settled first). */
+  minSettlementPicoUsd?: bigint;
   /** A 402 carrying x402 requirements for what the payer owes (the x402 rail), when that rail is on. */
   demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
 }
@@ -97,8 +99,13 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
           const session = await findSession(options.store, caller.sessionId);
           if (!session)
             throw new ApiError(401, 'unauthorized', 'the session of this access token does not exist');
+          const carried = options.minSettlementPicoUsd ? await carriedDebt(options, session) : undefined;
+          if (carried) {
+            spending = carried;
+            return { headers: {}, moved: false };
+          }
           const headers = await settleOrRefuse(options, request, session);
-          spending = await spendingAfterSettling(options, session);
+          spending = await spendingOf(options, session);
           return { headers, moved: Object.keys(headers).length > 0 };
         },
         async spending() {
@@ -112,15 +119,11 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
 }
 
 /**
- * What the delegation can still pay once the debt is settled, and the requests of the payer that
- * completed meanwhile (the payer's credit taken off, as a settlement does), against the session's
- * totals as the settlement left them. A request in flight when this request's slot was taken that
- * completed since is counted twice (reserved and owed): cautious.
+ * What the delegation can still pay, and what the payer owes (its credit taken off, as a settlement
+ * does): once its debt is settled, the requests that completed meanwhile. A request in flight when
+ * this request's slot was taken that completed since is counted twice (reserved and owed): cautious.
  */
-async function spendingAfterSettling(
-  options: SessionMethodOptions,
-  session: SessionRecord,
-): Promise<Spending> {
+async function spendingOf(options: SessionMethodOptions, session: SessionRecord): Promise<Spending> {
   const [standing, debt] = await Promise.all([
     sessionStanding(options.store, { sessionId: session.id, wallet: session.wallet }),
     debtOf(options.store, session.wallet),
@@ -130,6 +133,23 @@ async function spendingAfterSettling(
   // owed, which is paid now, and nothing more is served on it.
   if (!standing.active) throw await sessionEnded(options, session.wallet);
   return { limits: sessionCapLimits(session.limits, standing.paid), owedPicoUsd: debt.owedPicoUsd };
+}
+
+/**
+ * MIN_SETTLEMENT_USD: a debt below it is carried, not settled before the request (the exposure
+ * budget counts it as owed, and the collector settles it once idle), unless a settlement of the
+ * payer is unfinished: that one is finished first.
+ */
+async function carriedDebt(
+  options: SessionMethodOptions,
+  session: SessionRecord,
+): Promise<Spending | undefined> {
+  const [current, [latest]] = await Promise.all([
+    spendingOf(options, session),
+    settlementsOf(options.store, session.wallet, { limit: 1 }),
+  ]);
+  if (latest?.status === 'pending' || latest?.status === 'sent') return undefined;
+  return current.owedPicoUsd < (options.minSettlementPicoUsd ?? 0n) ? current : undefined;
 }
 
 /**

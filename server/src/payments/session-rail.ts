@@ -94,6 +94,7 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
       adminToken: config.adminToken,
       demandPayment: options.demandPayment,
       settleOnCompletion: onCompletion,
+      minSettlementPicoUsd: config.exposure.minSettlementPicoUsd,
     }),
     collector,
     terms,

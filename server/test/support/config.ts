@@ -20,6 +20,7 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
       unprovenPayerMaxAtomic: 100_000n,
       unprovenHourlyMaxPicoUsd: 10_000_000_000_000n,
       balanceMaxAgeMs: 200,
+      minSettlementPicoUsd: 0n,
     },
     chain: {
       rpcUrl: 'http://127.0.0.1:9',

@@ -141,6 +141,7 @@ export function gatewayEnvironment(config: GatewayConfig, dir: string): Record<s
     UNPROVEN_PAYER_MAX_USD: formatUsdcAtomic(config.exposure.unprovenPayerMaxAtomic),
     UNPROVEN_EXPOSURE_MAX_USD_PER_HOUR: formatUsd(config.exposure.unprovenHourlyMaxPicoUsd),
     BALANCE_MAX_AGE_MS: String(config.exposure.balanceMaxAgeMs),
+    MIN_SETTLEMENT_USD: formatUsd(config.exposure.minSettlementPicoUsd),
     CHAIN_RPC_URL: chain.rpcUrl,
     CHAIN_ID: String(chain.chainId),
     USDC_ADDRESS: chain.usdcAddress,
