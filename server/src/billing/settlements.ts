@@ -36,6 +36,10 @@ export interface Settlement {
   /** The treasury it pays: the one configured when it was opened (null: opened before this was recorded). */
   payTo: Address | null;
   blockNumber: bigint | null;
+  /** Gas its transaction used when the gateway's relayer sent it; null when another key did, or none was sent. */
+  gasUsed: bigint | null;
+  /** Wei the operator paid for it (0 when a remote facilitator sent it); null when not known. */
+  feeWei: bigint | null;
   failureReason: string | null;
   createdAt: Date;
   updatedAt: Date;
@@ -355,11 +359,19 @@ export async function replaceSettlementTransaction(
   return toSettlement(row);
 }
 
+/** What confirms a settlement: its mined transaction, and what that cost the operator (see `Settlement`). */
+export interface SettlementReceipt {
+  txHash: Hex;
+  blockNumber?: bigint;
+  gasUsed?: bigint | null;
+  feeWei?: bigint | null;
+}
+
 /** The transaction is final: the records are paid and the rounding excess becomes the payer's credit. */
 export async function confirmSettlement(
   store: Store,
   id: string,
-  receipt: { txHash: Hex; blockNumber?: bigint },
+  receipt: SettlementReceipt,
 ): Promise<Settlement> {
   const now = Date.now();
   const confirmed = await store.db.transaction().execute(async (trx) => {
@@ -369,6 +381,8 @@ export async function confirmSettlement(
         status: 'confirmed',
         tx_hash: receipt.txHash,
         block_number: receipt.blockNumber ?? null,
+        gas_used: receipt.gasUsed ?? null,
+        fee_wei: receipt.feeWei ?? null,
         confirmed_at: now,
         updated_at: now,
       })
@@ -606,6 +620,8 @@ export function toSettlement(row: Selectable<SettlementsTable>): Settlement {
     replacedTxHashes: row.replaced_tx_hashes ? (row.replaced_tx_hashes.split(',') as Hex[]) : [],
     payTo: row.pay_to,
     blockNumber: row.block_number,
+    gasUsed: row.gas_used,
+    feeWei: row.fee_wei,
     failureReason: row.failure_reason,
     createdAt: new Date(Number(row.created_at)),
     updatedAt: new Date(Number(row.updated_at)),

@@ -6,6 +6,7 @@ export {
   type GatewayMetricsOptions,
   type LedgerSnapshot,
   type ProviderFailure,
+  relayerCost,
   type SettlementMetrics,
   type SettlementOutcome,
   type TokenKind,

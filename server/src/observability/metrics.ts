@@ -1,5 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { isAddressEqual, type TransactionReceipt } from 'viem';
+import { type Address, isAddressEqual, type TransactionReceipt } from 'viem';
 import type { PaymentRail } from '../services/chat-contracts.js';
 import type { RelayerFunds, RelayerRunway } from './relayer-funds.js';
 
@@ -345,7 +345,7 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
       // A remote facilitator's transactions are paid by its own key.
       if (options.relayer && !isAddressEqual(receipt.from, options.relayer.address)) return;
       gasUsed.observe({ rail, kind }, Number(receipt.gasUsed));
-      feeWei.inc({ rail, kind }, Number(receipt.gasUsed * receipt.effectiveGasPrice + l1FeeOf(receipt)));
+      feeWei.inc({ rail, kind }, Number(transactionFeeWei(receipt)));
       options.relayer?.spent(kind, receipt.gasUsed);
     },
     chatRefused(status, reason) {
@@ -354,8 +354,25 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
   };
 }
 
+/** What a mined transaction cost its sender: gas used x effective gas price, plus the L1 data fee its receipt states. */
+function transactionFeeWei(receipt: Pick<TransactionReceipt, 'gasUsed' | 'effectiveGasPrice'>): bigint {
+  return receipt.gasUsed * receipt.effectiveGasPrice + l1FeeOf(receipt);
+}
+
+/**
+ * What a settlement's transaction cost the operator, as its settlement row keeps it: its gas and fee
+ * when `relayer` sent it; sent by another key (a remote facilitator), no gas of the operator's and a fee of 0.
+ */
+export function relayerCost(
+  receipt: Pick<TransactionReceipt, 'from' | 'gasUsed' | 'effectiveGasPrice'>,
+  relayer: Address,
+): { gasUsed: bigint | null; feeWei: bigint } {
+  if (!isAddressEqual(receipt.from, relayer)) return { gasUsed: null, feeWei: 0n };
+  return { gasUsed: receipt.gasUsed, feeWei: transactionFeeWei(receipt) };
+}
+
 /** On an OP-stack chain (Base) the sender also pays the L1 data fee its receipt states (hex, unless viem's OP formatter read it). */
-function l1FeeOf(receipt: TransactionReceipt): bigint {
+function l1FeeOf(receipt: object): bigint {
   const fee = (receipt as { l1Fee?: unknown }).l1Fee;
   if (typeof fee === 'bigint') return fee;
   return typeof fee === 'string' ? BigInt(fee) : 0n;

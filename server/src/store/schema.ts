@@ -90,6 +90,10 @@ export interface SettlementsTable {
   /** The session whose delegation pays it (null: x402, or opened before this was recorded). */
   session_id: ColumnType<string | null, string | null | undefined, string | null>;
   block_number: NullableInt;
+  /** Gas its transaction used, when the gateway's relayer sent it (null: a remote facilitator did, or none was sent). */
+  gas_used: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
+  /** Wei the relayer paid for it, L1 data fee included (0: a remote facilitator paid; null: not known). */
+  fee_wei: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
   failure_reason: string | null;
   created_at: Millis;
   updated_at: Millis;

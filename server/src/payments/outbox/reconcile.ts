@@ -15,7 +15,7 @@ import {
   type Settlement,
   SettlementStateError,
 } from '../../billing/settlements.js';
-import type { SettlementMetrics } from '../../observability/index.js';
+import { relayerCost, type SettlementMetrics } from '../../observability/index.js';
 import { isStoreUnavailable, type Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import { type ChainClient, isTransportFailure } from '../chain-client.js';
@@ -125,6 +125,7 @@ export function settleFromReceipt(
   return confirmSettlement(store, settlement.id, {
     txHash: receipt.transactionHash,
     blockNumber: receipt.blockNumber,
+    ...relayerCost(receipt, chain.relayer.address),
   });
 }
 

@@ -16,6 +16,7 @@ import {
   type Settlement,
   SettlementStateError,
 } from '../../billing/settlements.js';
+import { relayerCost } from '../../observability/index.js';
 import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import type { ChainClient } from '../chain-client.js';
@@ -69,7 +70,7 @@ export async function reconcileX402Settlement(
   if (!authorization) return fail(store, settlement.id, 'no payment proof was recorded', settlement);
   const paying = payingAuthorization(chain, settlement, authorization);
   const receipt = settlement.txHash ? await receiptOf(chain, settlement.txHash) : undefined;
-  if (receipt && paysAuthorization(receipt, paying)) return confirm(store, settlement.id, receipt);
+  if (receipt && paysAuthorization(receipt, paying)) return confirm(deps, settlement.id, receipt);
   const { spent, expired } = await nonceState(chain, authorization);
   if (spent) return settleFromSpentNonce(deps, settlement.id, paying, expired);
   if (expired) return fail(store, settlement.id, 'the payment authorization expired without being used');
@@ -161,7 +162,7 @@ async function settleFromSpentNonce(
   const [used] = await client.getLogs({ ...filter, event: authorizationUsed });
   if (used) {
     const receipt = await client.getTransactionReceipt({ hash: used.transactionHash });
-    if (paysAuthorization(receipt, authorization)) return confirm(store, settlementId, receipt);
+    if (paysAuthorization(receipt, authorization)) return confirm(deps, settlementId, receipt);
     return fail(
       store,
       settlementId,
@@ -228,7 +229,7 @@ async function resendIfLost(
   // One that reverted or paid nothing is judged by the next look, from the authorization's state.
   if (receipt === null || receipt === 'in-flight' || !paysAuthorization(receipt, authorization))
     return 'pending';
-  return confirm(store, settlementId, receipt);
+  return confirm(deps, settlementId, receipt);
 }
 
 /**
@@ -249,15 +250,19 @@ export async function finishUnfinishedX402Settlements(
   return unfinished.filter((_, i) => outcomes[i] === 'pending');
 }
 
-/** Confirms the settlement with the transaction that paid it. */
+/** Confirms the settlement with the transaction that paid it, and what that cost the relayer. */
 async function confirm(
-  store: Store,
+  { store, chain }: Pick<OutboxDeps, 'store' | 'chain'>,
   settlementId: string,
-  payment: Pick<TransactionReceipt, 'transactionHash' | 'blockNumber'>,
+  payment: TransactionReceipt,
 ): Promise<ReconcileOutcome> {
   const { transactionHash: txHash, blockNumber } = payment;
   return finish(store, settlementId, async () => {
-    const confirmed = await confirmSettlement(store, settlementId, { txHash, blockNumber });
+    const confirmed = await confirmSettlement(store, settlementId, {
+      txHash,
+      blockNumber,
+      ...relayerCost(payment, chain.relayer.address),
+    });
     await markAuthorizationUsed(store, settlementId, txHash);
     return confirmed;
   });

@@ -11,6 +11,7 @@ import * as settlementPayee from './0009-settlement-payee.js';
 import * as sessionExpiryIndex from './0010-session-expiry-index.js';
 import * as sessionPaidTotals from './0011-session-paid-totals.js';
 import * as x402ExtensionState from './0012-x402-extension-state.js';
+import * as settlementGas from './0013-settlement-gas.js';
 
 /**
  * Every migration of the store, applied in name order. To add one: a new file
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '0010-session-expiry-index': sessionExpiryIndex,
   '0011-session-paid-totals': sessionPaidTotals,
   '0012-x402-extension-state': x402ExtensionState,
+  '0013-settlement-gas': settlementGas,
 };
