@@ -7,6 +7,19 @@ export interface BalanceReader {
   usdcOf(payer: Address, options?: { fresh?: boolean }): Promise<bigint>;
 }
 
+/** `account`'s USDC balance (atomic units), read from the chain now. */
+export function usdcBalanceOf(
+  chain: Pick<ChainClient, 'publicClient' | 'usdc'>,
+  account: Address,
+): Promise<bigint> {
+  return chain.publicClient.readContract({
+    address: chain.usdc,
+    abi: erc20Abi,
+    functionName: 'balanceOf',
+    args: [account],
+  });
+}
+
 // Enough for every payer active within a block; beyond it the oldest entry is read again.
 const CACHED_BALANCES = 10_000;
 
@@ -24,12 +37,7 @@ export function balanceReader(
       const now = Date.now();
       const known = cache.get(payer);
       if (known && !options.fresh && now - known.readAt < maxAgeMs) return known.atomic;
-      const atomic = chain.publicClient.readContract({
-        address: chain.usdc,
-        abi: erc20Abi,
-        functionName: 'balanceOf',
-        args: [payer],
-      });
+      const atomic = usdcBalanceOf(chain, payer);
       cache.delete(payer);
       const oldest = cache.keys().next();
       if (cache.size >= CACHED_BALANCES && !oldest.done) cache.delete(oldest.value);

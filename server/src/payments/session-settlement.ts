@@ -9,6 +9,7 @@ import {
 } from '../billing/settlements.js';
 import type { SettlementOutcome } from '../observability/index.js';
 import type { Store } from '../store/database.js';
+import { usdcBalanceOf } from './balances.js';
 import { type ChainClient, chainErrorReason } from './chain-client.js';
 import { redeemDelegationCalldata } from './delegation-framework.js';
 import { deploysDeleGator, type PendingDeployment, redeemableSignature } from './delegation-signature.js';
@@ -344,10 +345,9 @@ async function ensureDeploymentPays(
   gasLimit: bigint,
   options: SettleOptions,
 ): Promise<void> {
-  const { publicClient, usdc } = deps.chain;
   const [balance, fees] = await Promise.all([
-    publicClient.readContract({ address: usdc, abi: erc20Abi, functionName: 'balanceOf', args: [account] }),
-    options.weighDeploymentCost ? publicClient.estimateFeesPerGas() : undefined,
+    usdcBalanceOf(deps.chain, account),
+    options.weighDeploymentCost ? deps.chain.publicClient.estimateFeesPerGas() : undefined,
   ]).catch((error: unknown) => {
     throw unavailable(error, false);
   });
