@@ -9,6 +9,7 @@ export type ErrorCode =
   | 'request_timeout'
   | 'unauthorized'
   | 'payment_required'
+  | 'payment_identifier_used'
   | 'rate_limited'
   | 'too_many_in_flight'
   | 'not_found'

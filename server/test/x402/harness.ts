@@ -8,6 +8,7 @@ import {
 import type { PaymentRequired, SettleResponse } from '@x402/core/types';
 import type { ExactEIP3009Payload } from '@x402/evm';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
+import { wrapFetchWithSIWx } from '@x402/extensions/sign-in-with-x';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import OpenAI from 'openai';
 import type { Address, Hash, Hex } from 'viem';
@@ -74,6 +75,24 @@ export function payingClient(local: LocalChain, signer: PayerSigner): x402Client
  */
 export function payingFetch(client: x402Client, base: typeof fetch = fetch): typeof fetch {
   return wrapFetchWithPayment(wrapFetchWithPayment(base, client), client);
+}
+
+/** Anything that signs an EIP-191 message for an address (a sign-in): a LocalAccount, or a smart account. */
+export interface SignInSigner {
+  address: Address;
+  signMessage(args: { message: string }): Promise<Hex>;
+}
+
+/**
+ * fetch as the README shows it: `wrapFetchWithPayment` once, around the sign-in extension's fetch,
+ * which answers the first 402's challenge, so the 402 the payment client reads states the debt.
+ */
+export function signedInFetch(
+  client: x402Client,
+  signer: SignInSigner,
+  base: typeof fetch = fetch,
+): typeof fetch {
+  return wrapFetchWithPayment(wrapFetchWithSIWx(base, signer), client);
 }
 
 /** Records every request a fetch sends and every response it gets, headers included. */

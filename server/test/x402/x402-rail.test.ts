@@ -83,6 +83,12 @@ describe('a request without credentials', () => {
         mimeType: 'application/json',
       },
       accepts,
+      extensions: {
+        'sign-in-with-x': expect.objectContaining({
+          supportedChains: [{ chainId: 'eip155:31337', type: 'eip191' }],
+        }),
+        'payment-identifier': expect.objectContaining({ info: { required: false } }),
+      },
     });
     const body = await response.json();
     expect(body).toEqual({
@@ -97,6 +103,7 @@ describe('a request without credentials', () => {
       x402Version: 2,
       resource: required.resource,
       accepts,
+      extensions: required.extensions,
     });
   });
 

@@ -1,6 +1,7 @@
 import type { SettleResponse, VerifyResponse } from '@x402/core/types';
 import { type Address, BaseError, isHash } from 'viem';
 import { debtOf, owedAtomicIfKnown } from '../../billing/ledger.js';
+import { formatUsd } from '../../billing/money.js';
 import {
   failSettlement,
   findSettlement,
@@ -22,6 +23,13 @@ import { awaitReceipt, type OutboxDeps } from '../outbox/reconcile.js';
 import { isAuthorizationSeen, recordAuthorization } from './authorizations.js';
 import type { PaymentFacilitator } from './facilitator.js';
 import {
+  claimPaymentId,
+  completePaymentId,
+  type PaymentIdClaim,
+  type PaymentIdUse,
+  releasePaymentId,
+} from './payment-ids.js';
+import {
   carriesProof,
   facilitatorInput,
   type PaymentProof,
@@ -34,6 +42,7 @@ import {
   type ReconcileOutcome,
   reconcileX402Settlement,
 } from './reconcile.js';
+import { readSignIn, requestOrigin } from './sign-in.js';
 import { type PaymentDemand, paymentRequiredError, settlementHeaders, type X402Terms } from './terms.js';
 
 /** The response header stating, in USDC atomic units, what the payer's next proof must carry. */
@@ -56,8 +65,11 @@ export interface X402RailOptions {
 /** The x402 rail: its payment method for the gate, and the 402 answers that tell a caller what to pay. */
 export interface X402Rail {
   method: PaymentMethod;
-  /** The gate's answer to a request with no credential: 402 asking a zero-value proof that names the payer. */
-  paymentRequired(request: Pick<AdmissionRequest, 'url'>): Promise<ApiError>;
+  /**
+   * The gate's answer to a request with no credential: 402 asking what a wallet that signed in
+   * (SIGN-IN-WITH-X) owes, else a zero-value proof that names the payer, with a sign-in challenge.
+   */
+  paymentRequired(request: Pick<AdmissionRequest, 'url' | 'headers'>): Promise<ApiError>;
   /** A 402 for a known payer (e.g. one the session rail could not settle): pay `amountAtomic` by proof. */
   demandPayment(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
   /** Start-up: finishes the x402 settlements a previous run left unfinished; returns those still pending. */
@@ -106,13 +118,21 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     proof: PaymentProof,
     terms: X402Terms,
     url: string,
+    signInOrigin: URL | undefined,
     fromBlock: bigint | null,
     attempt: SettlementAttempt,
   ): Promise<Record<string, string>> => {
     const { authorization } = proof;
     const payer = authorization.from;
     const refuse = (reason: string, amountAtomic: bigint, failedSettlement?: SettleResponse) =>
-      paymentRequiredError(terms, { reason, amountAtomic, url, version: proof.version, failedSettlement });
+      paymentRequiredError(terms, {
+        reason,
+        amountAtomic,
+        url,
+        version: proof.version,
+        failedSettlement,
+        signInOrigin,
+      });
 
     await finishUnfinishedSettlement(payer);
     const owed = (await debtOf(store, payer)).owedAtomic;
@@ -243,12 +263,13 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       const proof = readProof(request.headers);
       const terms = await termsOf();
       const url = servedPath(request.url);
+      const signInOrigin = requestOrigin(request.headers);
       const { authorization } = proof;
       const payer = authorization.from;
       // Before its signature is verified a proof proves nothing about its payer: the 402 does not tell
       // anyone what an address owes (settleDebt's refusals, after verification, ask for the debt).
       const refuse = (reason: string) =>
-        paymentRequiredError(terms, { reason, amountAtomic: 0n, url, version: proof.version });
+        paymentRequiredError(terms, { reason, amountAtomic: 0n, url, version: proof.version, signInOrigin });
       const mismatch = proofMismatch(proof, terms, BigInt(Math.floor(Date.now() / 1000)));
       if (mismatch) throw refuse(mismatch);
       const key = { asset: terms.asset, payer, nonce: authorization.nonce };
@@ -272,23 +293,41 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
         throw refuse(
           `the payment proof is not valid: the facilitator verified a payment by ${verified.payer}, not by ${payer}`,
         );
+      const claim: PaymentIdClaim | undefined = proof.paymentId
+        ? { payer, id: proof.paymentId, body: request.request, requestId: request.requestId }
+        : undefined;
+      const release = async () => {
+        if (claim) await releasePaymentId(store, claim);
+      };
       return {
         payer,
-        settleDebt: async (): Promise<DebtSettled> => ({
-          headers: await meteredSettlement(options.metrics, (attempt) =>
-            settleDebt(proof, terms, url, fromBlock, attempt),
-          ),
-          moved: authorization.value > 0n,
-        }),
+        settleDebt: async (): Promise<DebtSettled> => {
+          // Under the payer's lock, before anything is paid: a retried id pays and is served once.
+          const earlier = claim && (await claimPaymentId(store, claim));
+          if (claim && earlier) throw paymentIdUsed(claim, earlier);
+          try {
+            return {
+              headers: await meteredSettlement(options.metrics, (attempt) =>
+                settleDebt(proof, terms, url, signInOrigin, fromBlock, attempt),
+              ),
+              moved: authorization.value > 0n,
+            };
+          } catch (error) {
+            await release();
+            throw error;
+          }
+        },
         // A smart account paying by proof may hold a session too: its caps are not this rail's
         // limits, but the debt it leaves is owed all the same.
         spending: async () => ({ limits: [], owedPicoUsd: (await debtOf(store, payer)).owedPicoUsd }),
         refuse: async ({ reason, message, details }) => {
+          await release();
           const demand = {
             reason: message,
             amountAtomic: BigInt(details.owedAtomic),
             url,
             version: proof.version,
+            signInOrigin,
           };
           const required = paymentRequiredError(terms, demand);
           return new ApiError(402, 'payment_required', message, {
@@ -297,19 +336,44 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
           });
         },
         owedHeaders: async () => ({ [OWED_HEADER]: (await debtOf(store, payer)).owedAtomic.toString() }),
+        ...(claim && {
+          recorded: (cost) => {
+            completePaymentId(store, claim, BigInt(cost.totalPicoUsd)).catch((error: unknown) =>
+              options.log?.error(
+                { err: error, payer },
+                'x402: a payment identifier’s outcome was not recorded',
+              ),
+            );
+          },
+        }),
       };
     },
   };
 
+  /** The 402 of a request with no proof: a wallet that signed in is asked exactly what it owes. */
+  const paymentRequired = async (request: Pick<AdmissionRequest, 'url' | 'headers'>) => {
+    const url = servedPath(request.url);
+    const signIn = await readSignIn(request.headers, { store, chain });
+    if (signIn && 'payer' in signIn) {
+      const owed = (await debtOf(store, signIn.payer)).owedAtomic;
+      return demand({
+        url,
+        amountAtomic: owed,
+        reason: `payment required: ${signIn.payer} (signed in) owes exactly ${owed} USDC atomic units for its completed requests; send a proof (PAYMENT-SIGNATURE) of that amount`,
+      });
+    }
+    const refused = signIn ? `the sign-in (SIGN-IN-WITH-X) proves nothing: ${signIn.refused}; ` : '';
+    return demand({
+      url,
+      amountAtomic: 0n,
+      signInOrigin: requestOrigin(request.headers),
+      reason: `${refused}payment required: send a valid session token, or an x402 payment proof (PAYMENT-SIGNATURE) for the amount asked; a payer that owes nothing signs 0 to name itself, a returning one signs in (SIGN-IN-WITH-X) to be asked what it owes`,
+    });
+  };
+
   return {
     method,
-    paymentRequired: (request) =>
-      demand({
-        url: servedPath(request.url),
-        amountAtomic: 0n,
-        reason:
-          'payment required: send a valid session token, or an x402 payment proof (PAYMENT-SIGNATURE) for the amount asked; a payer that owes nothing signs 0 to name itself',
-      }),
+    paymentRequired,
     demandPayment: ({ url, reason, amountAtomic }) => demand({ url: servedPath(url), reason, amountAtomic }),
     recover: () => finishUnfinishedX402Settlements(outbox, store.withPayerLock),
   };
@@ -337,6 +401,39 @@ async function meteredSettlement(
     observe(status === 402 ? 'refused' : status === 503 ? 'unavailable' : 'failed');
     throw error;
   }
+}
+
+/**
+ * 409: the payer's payment identifier already paid for a request (the x402 extension's conflict):
+ * its outcome is stated, and nothing is paid or served again.
+ */
+function paymentIdUsed(claim: PaymentIdClaim, earlier: PaymentIdUse): ApiError {
+  const named = `payment identifier ${claim.id}`;
+  const details = { paymentIdentifier: claim.id, requestId: earlier.requestId };
+  if (!earlier.sameRequest)
+    return new ApiError(
+      409,
+      'payment_identifier_used',
+      `${named} was used by this payer for another request (${earlier.requestId}); choose a new identifier for a new request`,
+      { details: { ...details, outcome: 'other_request' } },
+    );
+  if (earlier.costPicoUsd === undefined)
+    return new ApiError(
+      409,
+      'payment_identifier_used',
+      `${named} is paying for request ${earlier.requestId}, still in flight; retry shortly to learn its outcome`,
+      {
+        headers: { 'retry-after': RETRY_AFTER_SECONDS },
+        details: { ...details, outcome: 'in_flight' },
+      },
+    );
+  const cost = formatUsd(earlier.costPicoUsd);
+  return new ApiError(
+    409,
+    'payment_identifier_used',
+    `${named} already paid for request ${earlier.requestId}, served at a cost of ${cost} USD; it is not paid or served again`,
+    { details: { ...details, outcome: 'served', cost, costPicoUsd: earlier.costPicoUsd.toString() } },
+  );
 }
 
 function replayReason(proof: PaymentProof): string {

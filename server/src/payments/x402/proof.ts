@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { decodePaymentSignatureHeader } from '@x402/core/http';
 import { PaymentPayloadV1Schema, PaymentPayloadV2Schema, z } from '@x402/core/schemas';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { extractAndValidatePaymentIdentifier } from '@x402/extensions/payment-identifier';
 import { type Address, getAddress, type Hex, isAddressEqual } from 'viem';
 import { ApiError } from '../../http/errors.js';
 import { paymentRequirements, v1NetworkName, type X402Terms, type X402Version } from './terms.js';
@@ -28,6 +29,8 @@ export interface PaymentProof {
   /** The scheme payload as read: its signature and authorization, and nothing else the client sent. */
   payload: Eip3009Payload;
   authorization: TransferAuthorization;
+  /** v2 only: the payer's idempotency key (`payment-identifier` extension), when it sent one. */
+  paymentId?: string;
 }
 
 const PROOF_HEADERS: ReadonlyArray<{ name: string; version: X402Version }> = [
@@ -97,13 +100,20 @@ export function readProof(headers: IncomingHttpHeaders): PaymentProof {
       nonce: authorization.nonce.toLowerCase() as Hex,
     },
   };
-  if (parsed.data.x402Version === 2)
+  if (parsed.data.x402Version === 2) {
+    const identifier = extractAndValidatePaymentIdentifier(parsed.data as PaymentPayload);
+    if (!identifier.validation.valid)
+      throw invalid(
+        `extensions.payment-identifier is not valid: ${identifier.validation.errors?.[0] ?? 'invalid'} (an id is 16 to 128 letters, digits, - or _)`,
+      );
     return {
       ...common,
+      ...(identifier.id !== null && { paymentId: identifier.id }),
       scheme: parsed.data.accepted.scheme,
       network: parsed.data.accepted.network,
       accepted: parsed.data.accepted as PaymentRequirements,
     };
+  }
   return { ...common, scheme: parsed.data.scheme, network: parsed.data.network };
 }
 

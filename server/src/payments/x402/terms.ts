@@ -11,8 +11,11 @@ import type {
   SettleResponse,
 } from '@x402/core/types';
 import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
+import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
+import { SIGN_IN_WITH_X } from '@x402/extensions/sign-in-with-x';
 import type { Address } from 'viem';
 import { ApiError } from '../../http/errors.js';
+import { signInChallenge } from './sign-in.js';
 
 /** What this gateway accepts as payment: one token, on one chain, to one treasury, by the `exact` scheme. */
 export interface X402Terms {
@@ -41,6 +44,11 @@ export interface PaymentDemand {
   version?: X402Version;
   /** A settlement that was attempted and failed, echoed in the settlement response header. */
   failedSettlement?: SettleResponse;
+  /**
+   * The origin the caller reached, to which a sign-in challenge is bound; none when the caller
+   * already signed in (its 402 states its debt) or when it is not known.
+   */
+  signInOrigin?: URL;
 }
 
 const SCHEME = 'exact';
@@ -68,6 +76,12 @@ function paymentRequired(terms: X402Terms, demand: PaymentDemand): PaymentRequir
     error: demand.reason,
     resource: { url: demand.url, description: RESOURCE_DESCRIPTION, mimeType: MIME_TYPE },
     accepts: [paymentRequirements(terms, demand.amountAtomic)],
+    extensions: {
+      [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false),
+      ...(demand.signInOrigin && {
+        [SIGN_IN_WITH_X]: signInChallenge(demand.signInOrigin, demand.url, terms.network),
+      }),
+    },
   };
 }
 
@@ -88,7 +102,12 @@ export function paymentRequiredError(terms: X402Terms, demand: PaymentDemand): A
   const envelopeFields =
     demand.version === 1
       ? { x402Version: 1, accepts: [v1Requirements(terms, demand, required)] }
-      : { x402Version: required.x402Version, accepts: required.accepts, resource: required.resource };
+      : {
+          x402Version: required.x402Version,
+          accepts: required.accepts,
+          resource: required.resource,
+          extensions: required.extensions,
+        };
   return new ApiError(402, 'payment_required', demand.reason, { headers, envelopeFields });
 }
 
