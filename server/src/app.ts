@@ -407,7 +407,11 @@ export async function buildApp(
     },
     running: chatHandlers,
   });
-  await app.register(graphqlRoutes, { store, adminToken: config.adminToken });
+  await app.register(graphqlRoutes, {
+    store,
+    adminToken: config.adminToken,
+    operator: { relayer, collector: () => sessionRail.collector.state() },
+  });
   if (config.webDir) await installWebRoute(app, config.webDir);
   return app;
 }

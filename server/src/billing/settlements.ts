@@ -1,4 +1,11 @@
-import { type QueryCreator, type Selectable, type SqlBool, sql, type Transaction } from 'kysely';
+import {
+  type ExpressionBuilder,
+  type QueryCreator,
+  type Selectable,
+  type SqlBool,
+  sql,
+  type Transaction,
+} from 'kysely';
 import { type Address, getAddress, type Hex } from 'viem';
 import type { PaymentRail } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
@@ -567,16 +574,37 @@ export async function settlementsOf(
     .orderBy('id', 'desc')
     .limit(options.limit ?? 50);
   if (options.status) query = query.where('status', '=', options.status);
-  const after = options.after;
-  if (after)
-    query = query.where((eb) =>
-      eb.or([
-        eb('created_at', '<', BigInt(after.createdAt.getTime())),
-        eb.and([eb('created_at', '=', BigInt(after.createdAt.getTime())), eb('id', '<', after.id)]),
-      ]),
-    );
+  if (options.after) query = query.where(olderThan(options.after));
   return (await query.execute()).map(toSettlement);
 }
+
+/**
+ * Every payer's settlements in `status` other than confirmed, newest first (after `after`, when
+ * given): what the operator watches. The status is SQL text, so the partial indexes on unfinished
+ * and on failed settlements serve it.
+ */
+export async function settlementsIn(
+  store: Store,
+  status: Exclude<SettlementStatus, 'confirmed'>,
+  options: { limit: number; after?: Keyset },
+): Promise<Settlement[]> {
+  let query = store.db
+    .selectFrom('settlements')
+    .selectAll()
+    .where(status === 'failed' ? sql<SqlBool>`status = 'failed'` : isUnfinished('status'))
+    .where('status', '=', status)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(options.limit);
+  if (options.after) query = query.where(olderThan(options.after));
+  return (await query.execute()).map(toSettlement);
+}
+
+/** Settlements listed newest first that come after `after`. */
+const olderThan = (after: Keyset) => (eb: ExpressionBuilder<Database, 'settlements'>) => {
+  const at = BigInt(after.createdAt.getTime());
+  return eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', after.id)])]);
+};
 
 async function creditPayer(trx: Transaction<Database>, settlement: Selectable<SettlementsTable>) {
   await trx

@@ -38,6 +38,9 @@ const AGGREGATE_FIELDS: ReadonlySet<string> = new Set([
   'Query.spend',
   'Me.debt',
   'Me.totals',
+  'Operator.economics',
+  'Operator.exposure',
+  'Operator.topDebtors',
   'Query.__schema',
   'Query.__type',
 ]);

@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type DocumentNode, getOperationAST, Kind, parse } from 'graphql';
-import mercurius, { type MercuriusContext } from 'mercurius';
+import mercurius, { type IResolvers, type MercuriusContext } from 'mercurius';
 import { authenticateCaller } from '../auth/jwt.js';
 import type { Store } from '../store/database.js';
 import { isSessionActive } from '../store/sessions.js';
 import { formatGraphqlErrors, graphqlError } from './errors.js';
 import { enforceOperationLimits, enforceQuerySize, MAX_QUERY_TOKENS } from './limits.js';
+import { type OperatorSources, operatorResolvers } from './operator.js';
 import { type LedgerContext, ledgerResolvers } from './resolvers.js';
 
 export interface GraphqlOptions {
@@ -15,6 +16,8 @@ export interface GraphqlOptions {
   adminToken?: string;
   /** Defaults to schema.graphql at the repository root (the same path from src/ and dist/). */
   schemaFile?: string | URL;
+  /** What the operator's view reads besides the ledger. */
+  operator?: OperatorSources;
 }
 
 const SCHEMA_FILE = new URL('../../../schema.graphql', import.meta.url);
@@ -27,7 +30,7 @@ export default async function graphqlRoutes(app: FastifyInstance, options: Graph
   const { store, adminToken } = options;
   await app.register(mercurius, {
     schema: readFileSync(options.schemaFile ?? SCHEMA_FILE, 'utf8'),
-    resolvers: ledgerResolvers(),
+    resolvers: withOperatorView(ledgerResolvers(), operatorResolvers(options.operator ?? {})),
     path: '/graphql',
     graphiql: false,
     // `maxTokens` (graphql 16's name; `maxLexicalTokens` is newer): mercurius recognises its error
@@ -52,6 +55,10 @@ export default async function graphqlRoutes(app: FastifyInstance, options: Graph
       throw graphqlError('BAD_USER_INPUT', 'variables must be a JSON object', 400);
     enforceOperationLimits(schema, document, variables, requestedOperation(context));
   });
+}
+
+function withOperatorView(ledger: IResolvers, operator: IResolvers): IResolvers {
+  return { ...ledger, ...operator, Query: { ...(ledger.Query as object), ...(operator.Query as object) } };
 }
 
 async function callerContext(

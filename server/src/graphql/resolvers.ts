@@ -37,7 +37,7 @@ declare module 'mercurius' {
 }
 
 type Args<T> = { wallet?: string | null } & T;
-type PageArgs = { first: number; after?: string | null };
+export type PageArgs = { first: number; after?: string | null };
 
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2}))?$/;
 
@@ -65,12 +65,17 @@ const DateTime = new GraphQLScalarType<Date, string>({
   parseLiteral: (ast) => parseDateTime(ast.kind === Kind.STRING ? ast.value : undefined),
 });
 
-/** The wallet a request may see: its own, or, for the operator, the one it names. */
-function walletFor(context: MercuriusContext, requested: string | null | undefined): Address {
+/** Who is asking; refused when the credentials were not accepted or none were sent. */
+export function authenticatedCaller(context: MercuriusContext): Caller {
   if (context.authError instanceof ApiError) throw graphqlError('UNAUTHENTICATED', context.authError.message);
   if (context.authError) throw context.authError;
-  const caller = context.caller;
-  if (!caller) throw graphqlError('UNAUTHENTICATED', 'send "Authorization: Bearer <access token>"');
+  if (!context.caller) throw graphqlError('UNAUTHENTICATED', 'send "Authorization: Bearer <access token>"');
+  return context.caller;
+}
+
+/** The wallet a request may see: its own, or, for the operator, the one it names. */
+function walletFor(context: MercuriusContext, requested: string | null | undefined): Address {
+  const caller = authenticatedCaller(context);
   let wallet: Address | undefined;
   if (requested !== null && requested !== undefined) {
     if (!isAddress(requested, { strict: false }))
@@ -86,7 +91,7 @@ function walletFor(context: MercuriusContext, requested: string | null | undefin
   return caller.wallet;
 }
 
-function page(args: PageArgs): { first: number; after?: Keyset } {
+export function page(args: PageArgs): { first: number; after?: Keyset } {
   if (!Number.isInteger(args.first) || args.first < 0 || args.first > MAX_PAGE_SIZE)
     throw graphqlError('BAD_USER_INPUT', `first must be between 0 and ${MAX_PAGE_SIZE}`);
   if (args.after === null || args.after === undefined) return { first: args.first };
@@ -101,7 +106,7 @@ function textFilter(name: string, value: string | null | undefined): string | un
   return value ?? undefined;
 }
 
-const money = (pico: bigint) => ({ usd: formatUsd(pico), picoUsd: pico.toString() });
+export const money = (pico: bigint) => ({ usd: formatUsd(pico), picoUsd: pico.toString() });
 
 const cost = (breakdown: CostBreakdown) => ({
   provider: money(breakdown.providerPicoUsd),
@@ -109,7 +114,7 @@ const cost = (breakdown: CostBreakdown) => ({
   total: money(breakdown.totalPicoUsd),
 });
 
-function connection<T>(result: Page<T>, keyset: (item: T) => Keyset, node: (item: T) => unknown) {
+export function connection<T>(result: Page<T>, keyset: (item: T) => Keyset, node: (item: T) => unknown) {
   const edges = result.items.map((item) => ({ cursor: encodeCursor(keyset(item)), node: node(item) }));
   return {
     edges,
@@ -123,7 +128,7 @@ function connection<T>(result: Page<T>, keyset: (item: T) => Keyset, node: (item
 }
 
 const usageKeyset = (record: UsageRecord): Keyset => ({ createdAt: record.createdAt, id: record.requestId });
-const settlementKeyset = (settlement: Settlement): Keyset => ({
+export const settlementKeyset = (settlement: Settlement): Keyset => ({
   createdAt: settlement.createdAt,
   id: settlement.id,
 });
@@ -150,7 +155,7 @@ function usageNode(record: UsageWithSettlement) {
   };
 }
 
-function settlementNode(settlement: Settlement) {
+export function settlementNode(settlement: Settlement) {
   return {
     id: settlement.id,
     payer: settlement.payer,
@@ -164,6 +169,8 @@ function settlementNode(settlement: Settlement) {
     carried: money(settlement.carriedPicoUsd),
     txHash: settlement.txHash,
     blockNumber: settlement.blockNumber?.toString() ?? null,
+    gasUsed: settlement.gasUsed?.toString() ?? null,
+    feeWei: settlement.feeWei?.toString() ?? null,
     failureReason: settlement.failureReason,
     createdAt: settlement.createdAt,
     sentAt: settlement.sentAt,
