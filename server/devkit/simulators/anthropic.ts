@@ -1,7 +1,8 @@
 /**
- * A simulator of the Anthropic Messages API (POST /v1/messages), streamed: the real SSE wire format
- * (named events; the input counts and an output of 1 in message_start, the final cumulative counts
- * in message_delta), the real error bodies. It answers streamed requests only, the gateway's only use.
+ * A simulator of the Anthropic Messages API (POST /v1/messages): the real SSE wire format (named
+ * events; the input counts and an output of 1 in message_start, the final cumulative counts in
+ * message_delta), the real error bodies. The gateway always streams; a whole (JSON) answer, at
+ * once and without the scripted faults, is for benchmarks calling it directly.
  */
 import {
   echoReply,
@@ -66,6 +67,7 @@ export function startAnthropicSimulator(options: SimulatorOptions = {}): Promise
     if ('hang' in step) return exchange.hang();
     if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
     const message = messageOf(body, step);
+    if (body.stream !== true) return exchange.json(200, message);
     const error = frame('error', {
       type: 'error',
       error: { type: 'overloaded_error', message: 'Overloaded' },
@@ -86,8 +88,6 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
     return { status: 400, message: 'There was an error parsing the body' };
   if (!Array.isArray(body.messages)) return { status: 400, message: 'messages: Field required' };
   if (!Number.isInteger(body.max_tokens)) return { status: 400, message: 'max_tokens: Field required' };
-  if (body.stream !== true)
-    return { status: 400, message: 'stream: this simulator answers streamed requests only' };
   return (
     unknownFieldOf(body) ??
     toolResultsAfterOtherContent(body.messages) ??
