@@ -6,9 +6,10 @@ import { JsonShapeScan } from './json-shape-scan.js';
 /**
  * JSON bodies are scanned as they arrive (json-shape-scan.ts): one nesting too deep or holding too
  * many values is refused before JSON.parse would block the event loop on it. The rest are parsed by
- * Fastify's own parser (its answers to an empty or malformed body), which refuses a `__proto__` key, or a `constructor` holding `prototype`,
- * anywhere in the body: such a key never reaches an object. It reports that body as not valid
- * JSON, though it is valid JSON; the refusal names the key instead.
+ * Fastify's own parser (its answers to an empty or malformed body), which refuses a `__proto__`
+ * key, or a `constructor` holding `prototype`, anywhere in the body: such a key never reaches an
+ * object. It reports that body as not valid JSON, though it is valid JSON; the refusal names the
+ * key instead.
  */
 export function parseJsonBodies(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser('error', 'error');
