@@ -12,9 +12,10 @@ import { wrapFetchWithPayment } from '@x402/fetch';
 import { APIError } from 'openai';
 import { type Address, parseAbiItem } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { describe, expect, test } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import { createPayerAccount, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
+import { startGateway } from '../support/chain-gateway.js';
 import {
   chatBody,
   freshEoa,
@@ -264,6 +265,26 @@ describe('payment-identifier', () => {
     expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(LARGER_COST);
   });
 
+  test('a retry while the first is in flight is 409 with retry-after, and is not forwarded', async () => {
+    const payer = await freshEoa(stack);
+    const id = `pay_${crypto.randomUUID().replaceAll('-', '')}`;
+    const calls = stack.anthropic.log.length;
+    stack.anthropic.script({ hang: true });
+    const cancel = new AbortController();
+    const first = clientWithPaymentId(payer, id)
+      .chat.completions.create(chatBody, { signal: cancel.signal })
+      .catch((error: unknown) => error);
+    await vi.waitFor(() => expect(stack.anthropic.log.length).toBe(calls + 1), { timeout: 10_000 });
+
+    const retried = await refused(clientWithPaymentId(payer, id));
+    expect(retried.status).toBe(409);
+    expect(retried.headers?.get('retry-after')).toBe('3');
+    expect(retried.error).toMatchObject({ details: { paymentIdentifier: id, outcome: 'in_flight' } });
+    expect(stack.anthropic.log.length).toBe(calls + 1);
+    cancel.abort();
+    await first;
+  });
+
   test('ids are per payer: another payer’s same id is its own', async () => {
     const id = `pay_${crypto.randomUUID().replaceAll('-', '')}`;
     const [one, other] = await Promise.all([freshEoa(stack), freshEoa(stack)]);
@@ -303,5 +324,19 @@ describe('payment-identifier', () => {
     const refusal = await refused(openai);
     expect(refusal.status).toBe(400);
     expect(refusal.message).toContain('extensions.payment-identifier');
+  });
+
+  test('an id outlives a restart of the gateway: the retry after it is told the first’s outcome', async () => {
+    const payer = await freshEoa(stack);
+    const id = `pay_${crypto.randomUUID().replaceAll('-', '')}`;
+    const first = await completion(clientWithPaymentId(payer, id));
+    const { config } = stack.gateway;
+    await stack.gateway.close();
+    stack.gateway = await startGateway(config);
+    const retried = await refused(clientWithPaymentId(payer, id));
+    expect(retried.status).toBe(409);
+    expect(retried.error).toMatchObject({
+      details: { requestId: first.response.headers.get('x-request-id'), outcome: 'served' },
+    });
   });
 });
