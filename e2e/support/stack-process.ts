@@ -6,7 +6,14 @@
 import { startLocalStack } from '../../server/devkit/stack/local-stack.js';
 import type { StackFacts } from './stack.js';
 
-const stack = await startLocalStack({ port: 0, tempDataDir: true, testOwners: 0, logLevel: 'warn' });
+const ADMIN_TOKEN = 'e2e-operator-token-0123456789';
+const stack = await startLocalStack({
+  port: 0,
+  tempDataDir: true,
+  testOwners: 0,
+  logLevel: 'warn',
+  gateway: { adminToken: ADMIN_TOKEN },
+});
 const facts: StackFacts = {
   gatewayUrl: stack.gatewayUrl,
   dashboardUrl: stack.dashboardUrl,
@@ -16,6 +23,7 @@ const facts: StackFacts = {
   treasury: stack.treasury,
   faucetUrl: stack.faucetUrl,
   commissionBps: stack.config.commissionBps,
+  adminToken: ADMIN_TOKEN,
   pid: process.pid,
   anvilPid: stack.anvilPid,
 };

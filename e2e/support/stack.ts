@@ -10,6 +10,8 @@ export interface StackFacts {
   treasury: Address;
   faucetUrl: string;
   commissionBps: number;
+  /** The gateway's ADMIN_TOKEN: the operator view's bearer. */
+  adminToken: string;
   pid: number;
   anvilPid: number;
 }

@@ -1,8 +1,9 @@
 import { useQuery } from '@tanstack/react-query';
-import { useCallback, useMemo } from 'react';
+import { useCallback, useEffect, useMemo, useState } from 'react';
 import { useConnection, WagmiProvider } from 'wagmi';
 import { callGateway, GatewayError } from './gateway/api';
 import { LOCAL_CHAIN_ID, type Terms, useTerms } from './gateway/terms';
+import { OperatorPage } from './operator/OperatorPage';
 import { SessionPanel } from './session/SessionPanel';
 import { useStoredSession } from './session/session-store';
 import { Alert, Loading } from './ui/Alert';
@@ -14,7 +15,21 @@ import { useAccountState, useSmartAccount } from './wallet/smart-account';
 import { WalletPanel } from './wallet/WalletPanel';
 import { createWalletConfig, gatewayChains } from './wallet/wallet-config';
 
+const OPERATOR_ROUTE = '#/operator';
+
+/** The page's route: the operator view at #/operator, the wallet's dashboard otherwise. */
+function useRoute(): string {
+  const [hash, setHash] = useState(() => window.location.hash);
+  useEffect(() => {
+    const changed = () => setHash(window.location.hash);
+    window.addEventListener('hashchange', changed);
+    return () => window.removeEventListener('hashchange', changed);
+  }, []);
+  return hash;
+}
+
 export function App() {
+  const operator = useRoute() === OPERATOR_ROUTE;
   const terms = useTerms();
   return (
     <>
@@ -23,27 +38,41 @@ export function App() {
           <h1>paygate</h1>
           <p className="tagline">Pay-per-use LLM gateway: every request paid in USDC, after it is used.</p>
         </div>
+        <nav className="badges" aria-label="Pages">
+          <a href="#/" aria-current={operator ? undefined : 'page'}>
+            Wallet
+          </a>
+          <a href={OPERATOR_ROUTE} aria-current={operator ? 'page' : undefined}>
+            Operator
+          </a>
+        </nav>
         {terms.data && <NetworkBadge terms={terms.data} />}
       </header>
-      <main>
-        {terms.isPending && <Loading what="the gateway's payment terms" />}
-        {terms.error && (
-          <Alert
-            tone="error"
-            title={
-              terms.error instanceof GatewayError && !terms.error.unreachable
-                ? "The gateway's payment terms could not be read"
-                : 'Cannot reach the gateway'
-            }
-          >
-            <p>{describeError(terms.error)}</p>
-            <button type="button" onClick={() => terms.refetch()}>
-              Try again
-            </button>
-          </Alert>
-        )}
-        {terms.data && <WalletRoot terms={terms.data} />}
-      </main>
+      <main>{operator ? <OperatorPage /> : <WalletPage terms={terms} />}</main>
+    </>
+  );
+}
+
+function WalletPage({ terms }: { terms: ReturnType<typeof useTerms> }) {
+  return (
+    <>
+      {terms.isPending && <Loading what="the gateway's payment terms" />}
+      {terms.error && (
+        <Alert
+          tone="error"
+          title={
+            terms.error instanceof GatewayError && !terms.error.unreachable
+              ? "The gateway's payment terms could not be read"
+              : 'Cannot reach the gateway'
+          }
+        >
+          <p>{describeError(terms.error)}</p>
+          <button type="button" onClick={() => terms.refetch()}>
+            Try again
+          </button>
+        </Alert>
+      )}
+      {terms.data && <WalletRoot terms={terms.data} />}
     </>
   );
 }

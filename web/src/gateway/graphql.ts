@@ -99,3 +99,77 @@ export const SPEND_QUERY = `query Spend($from: DateTime, $to: DateTime) {
   byDay: spend(groupBy: DAY, from: $from, to: $to) { key usage { requests cost { ${MONEY} } } }
   byModel: spend(groupBy: MODEL, from: $from, to: $to) { key usage { requests cost { ${MONEY} } } }
 }`;
+
+export interface OperatorSettlement {
+  id: string;
+  payer: string;
+  rail: 'session' | 'x402';
+  status: 'pending' | 'sent' | 'failed';
+  amountUsd: string;
+  txHash: string | null;
+  failureReason: string | null;
+  createdAt: string;
+}
+
+interface SettlementList {
+  edges: Array<{ node: OperatorSettlement }>;
+  pageInfo: { hasNextPage: boolean };
+}
+
+export interface OperatorView {
+  operator: {
+    economics: Array<{
+      day: string;
+      rail: 'session' | 'x402';
+      requests: string;
+      commission: Money;
+      settlements: number;
+      gasUsed: string;
+      gasSpentWei: string;
+      gasSpentEth: string;
+    }>;
+    relayer: {
+      address: string;
+      balanceWei: string;
+      balanceEth: string;
+      gasPriceWei: string;
+      settlementGas: string;
+      settlementsLeft: string | null;
+    } | null;
+    exposure: { outstanding: Money; unprovenOutstanding: Money; unfinishedSettlements: number };
+    pending: SettlementList;
+    sent: SettlementList;
+    failed: SettlementList;
+    collector: {
+      running: boolean;
+      leading: boolean;
+      lastRunAt: string | null;
+      lastRunError: string | null;
+      collected: number;
+      failing: Array<{ payer: string; failures: number; lastError: string; nextAttemptAt: string }>;
+    } | null;
+    topDebtors: Array<{ wallet: string; unpaid: Money; owed: Money; proven: boolean }>;
+  };
+}
+
+const OPERATOR_SETTLEMENT =
+  'edges { node { id payer rail status amountUsd txHash failureReason createdAt } } pageInfo { hasNextPage }';
+
+/** The operator's page: the same query an operator can script against with the ADMIN_TOKEN. */
+export const OPERATOR_QUERY = `query Operator($from: DateTime, $to: DateTime) {
+  operator {
+    economics(from: $from, to: $to) {
+      day rail requests commission { ${MONEY} } settlements gasUsed gasSpentWei gasSpentEth
+    }
+    relayer { address balanceWei balanceEth gasPriceWei settlementGas settlementsLeft }
+    exposure { outstanding { ${MONEY} } unprovenOutstanding { ${MONEY} } unfinishedSettlements }
+    pending: settlements(status: pending, first: 20) { ${OPERATOR_SETTLEMENT} }
+    sent: settlements(status: sent, first: 20) { ${OPERATOR_SETTLEMENT} }
+    failed: settlements(status: failed, first: 20) { ${OPERATOR_SETTLEMENT} }
+    collector {
+      running leading lastRunAt lastRunError collected
+      failing { payer failures lastError nextAttemptAt }
+    }
+    topDebtors(first: 10) { wallet unpaid { ${MONEY} } owed { ${MONEY} } proven }
+  }
+}`;
