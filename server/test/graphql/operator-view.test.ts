@@ -166,6 +166,20 @@ describe('the operator view, both rails settled by the gateway on anvil', () => 
     expect(collector).toMatchObject({ running: true, failing: [] });
   });
 
+  test("the dashboard's operator query runs within the limits and reads the same figures", async () => {
+    // A computed specifier: the web package is type-checked by its own tsconfig.
+    const { OPERATOR_QUERY: dashboardQuery } = await import(
+      new URL('../../../web/src/gateway/graphql.ts', import.meta.url).href
+    );
+    const dashboard = await graphql(stack, dashboardQuery, ADMIN_TOKEN);
+    expect(dashboard.body.errors).toBeUndefined();
+    const { body } = await graphql(stack, OPERATOR_QUERY, ADMIN_TOKEN);
+    expect(dashboard.body.data.operator.economics).toEqual(
+      body.data.operator.economics.map((day: EconomicsDay) => expect.objectContaining(day)),
+    );
+    expect(dashboard.body.data.operator.failed.edges).toEqual([]);
+  });
+
   test("each settlement keeps its transaction's gas and fee", async () => {
     const { body } = await graphql(
       stack,
