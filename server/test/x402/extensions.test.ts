@@ -71,6 +71,9 @@ function refused(openai: ReturnType<typeof openaiClient>, body = chatBody): Prom
   );
 }
 
+/** The cost a completion states in `usage.cost` (exact, in pico-USD too). */
+const statedCost = (usage: unknown) => (usage as { cost: { totalPicoUsd: string } }).cost;
+
 const treasuryBalance = () => usdcBalance(stack.local, stack.local.accounts.treasury.address);
 
 /** USDC transfers the payer made, as the chain logged them. */
@@ -142,7 +145,9 @@ describe('sign-in-with-x: a stock client wrapped once', () => {
     for (const { data } of [first, second, third]) expect(data.choices[0]?.message.content).toBe('hi there');
     expect(settlementOf(second.response.headers)).toMatchObject({ success: true, payer: payer.address });
     expect(settlementOf(third.response.headers)).toMatchObject({ success: true, payer: payer.address });
-    // Request 1 settled nothing, 2 paid request 1, 3 paid request 2; request 3 is owed.
+    // Request 1 settled nothing, 2 paid request 1, 3 paid request 2 (each the cost it stated); 3 is owed.
+    const stated = [first, second].map(({ data }) => BigInt(statedCost(data.usage).totalPicoUsd));
+    expect(((await treasuryBalance()) - before) * 1_000_000n).toBe(stated[0]! + stated[1]!);
     expect((await treasuryBalance()) - before).toBe(SMALL_COST + LARGER_COST);
     expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
     // Per request: the bare 402, the signed-in 402 stating the debt, and one paid request.
