@@ -506,6 +506,51 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
     });
   });
 
+  describe("the operator's view", () => {
+    test('commission by day and rail, failed settlements and the largest debts, across wallets', async () => {
+      const { status, body } = await gql(
+        `{ operator {
+          economics(from: "2030-01-01", to: "2030-01-05") { day rail requests commission { picoUsd } settlements gasSpentWei }
+          settlements(status: failed) { edges { node { payer rail failureReason } } }
+          topDebtors(first: 5) { wallet unpaid { picoUsd } proven }
+        } }`,
+        {},
+        ADMIN_TOKEN,
+      );
+      expect(status).toBe(200);
+      expect(body.errors).toBeUndefined();
+      const day = (key: string, rail: string, requests: number, commission: bigint) => ({
+        day: key,
+        rail,
+        requests: String(requests),
+        commission: { picoUsd: commission.toString() },
+        // Its one settlement was confirmed when the seed ran, not in 2030.
+        settlements: 0,
+        gasSpentWei: '0',
+      });
+      expect(body.data.operator.economics).toEqual([
+        day('2030-01-01', 'session', 2, 375_000n * 3n),
+        day('2030-01-02', 'session', 2, 375_000n * 7n),
+        day('2030-01-02', 'x402', 1, 3_000_000n),
+        day('2030-01-03', 'session', 1, 375_000n * 5n),
+      ]);
+      expect(body.data.operator.settlements.edges).toEqual([
+        { node: { payer: bob, rail: 'x402', failureReason: 'transfer reverted' } },
+      ]);
+      // Bob's failed settlement released his record; Alice owes the one made after hers.
+      expect(body.data.operator.topDebtors).toEqual([
+        { wallet: bob, unpaid: { picoUsd: '33000000' }, proven: false },
+        { wallet: alice, unpaid: { picoUsd: String(4_125_000 * 5) }, proven: true },
+      ]);
+    });
+
+    test('a wallet cannot see it, even its own part', async () => {
+      const { body } = await gql('{ operator { exposure { outstanding { usd } } } }', {}, aliceToken);
+      expect(body.data).toBeNull();
+      expect(codes(body)).toEqual(['FORBIDDEN']);
+    });
+  });
+
   describe('limits and errors', () => {
     test('first is at most 100 and cursors must be ours', async () => {
       const tooMany = await gql('{ usage(first: 101) { edges { cursor } } }', {}, aliceToken);
