@@ -39,7 +39,10 @@ export async function fetchTerms(gatewayUrl: string, transport: Transport = {}):
 }
 
 export interface SessionDelegationOptions {
-  terms: SessionTerms;
+  /** What the delegation names: `GET /v1/authorize`'s terms, or just these fields of them. */
+  terms: Pick<SessionTerms, 'environment' | 'treasury' | 'sessionKey'> & {
+    usdc: Pick<SessionTerms['usdc'], 'address'>;
+  };
   /** The payer: a MetaMask smart account, or its address. */
   smartAccount?: Pick<MetaMaskSmartAccount, 'address'>;
   delegator?: Address;
@@ -57,14 +60,19 @@ export interface SessionDelegationOptions {
 
 /**
  * The delegation the gateway's policy asks for: from the payer's smart account to the session key,
- * USDC transfers to the treasury only, capped, expiring, redeemable by the session key only.
+ * USDC transfers to the treasury only, capped, expiring, redeemable by the session key only. Three
+ * caveats, the fewest that pin all of that, since each one is gas on every settlement: the amount
+ * enforcer pins the token (the call's target) and the `transfer` selector, AllowedCalldataEnforcer
+ * the recipient, TimestampEnforcer the expiry. No RedeemerEnforcer: the DelegationManager lets only
+ * the delegate redeem (`InvalidDelegate`). No ValueLteEnforcer: a call carrying ETH to USDC's
+ * `transfer`, which is not payable, reverts.
  */
 export function buildSessionDelegation(options: SessionDelegationOptions): UnsignedDelegation {
   const { terms } = options;
   const delegator = options.smartAccount?.address ?? options.delegator;
   if (!delegator) throw new Error('buildSessionDelegation needs a smartAccount or a delegator address');
   const startsAt = Math.floor(Date.now() / 1000) - CLOCK_SKEW_SECONDS;
-  const builder = createCaveatBuilder(terms.environment).addCaveat('valueLte', { maxValue: 0n });
+  const builder = createCaveatBuilder(terms.environment);
   if (options.period)
     builder.addCaveat('erc20PeriodTransfer', {
       tokenAddress: terms.usdc.address,
@@ -78,8 +86,7 @@ export function buildSessionDelegation(options: SessionDelegationOptions): Unsig
     .addCaveat('timestamp', {
       afterThreshold: 0,
       beforeThreshold: Math.floor(options.expiresAt.getTime() / 1000),
-    })
-    .addCaveat('redeemer', { redeemers: [terms.sessionKey] });
+    });
   return {
     delegate: terms.sessionKey,
     delegator,

@@ -239,7 +239,7 @@ describe('POST /v1/authorize', () => {
   const seconds = (fromNow: number) => BigInt(Math.floor(Date.now() / 1000) + fromNow);
   const timestampTerms = (before: bigint) => pad(toHex(before), { size: 32 });
   const capTerms = (token: Address, amount: bigint) => concat([token, pad(toHex(amount), { size: 32 })]);
-  // buildSessionDelegation's caveats: [0] ValueLte, [1] ERC20TransferAmount, [2] AllowedCalldata, [3] Timestamp, [4] Redeemer.
+  // buildSessionDelegation's caveats: [0] ERC20TransferAmount, [1] AllowedCalldata, [2] Timestamp.
   const policyCases: Array<
     [string, (d: UnsignedDelegation) => UnsignedDelegation | Record<string, unknown>, string]
   > = [
@@ -261,45 +261,55 @@ describe('POST /v1/authorize', () => {
     ],
     [
       'the cap is on another token',
-      (d) => setCaveat(d, 1, { terms: capTerms(local.accounts.deployer.address, 1_000_000n) }),
-      'delegation.caveats[1].terms',
+      (d) => setCaveat(d, 0, { terms: capTerms(local.accounts.deployer.address, 1_000_000n) }),
+      'delegation.caveats[0].terms',
     ],
     [
       'the cap terms are truncated',
-      (d) => setCaveat(d, 1, { terms: '0x1234' }),
-      'delegation.caveats[1].terms',
+      (d) => setCaveat(d, 0, { terms: '0x1234' }),
+      'delegation.caveats[0].terms',
     ],
     [
       'the cap is below the minimum',
-      (d) => setCaveat(d, 1, { terms: capTerms(local.usdc, 100n) }),
-      'delegation.caveats[1].terms',
+      (d) => setCaveat(d, 0, { terms: capTerms(local.usdc, 100n) }),
+      'delegation.caveats[0].terms',
     ],
-    ['no amount cap', (d) => dropCaveat(d, 1), 'delegation.caveats'],
+    ['no amount cap', (d) => dropCaveat(d, 0), 'delegation.caveats'],
     [
       'transfers to another recipient',
       (d) =>
-        setCaveat(d, 2, {
+        setCaveat(d, 1, {
           terms:
             `${pad('0x04', { size: 32 })}${pad(local.accounts.deployer.address, { size: 32 }).slice(2)}` as Hex,
         }),
-      'delegation.caveats[2].terms',
+      'delegation.caveats[1].terms',
     ],
-    ['no recipient pin', (d) => dropCaveat(d, 2), 'delegation.caveats'],
+    ['no recipient pin', (d) => dropCaveat(d, 1), 'delegation.caveats'],
     [
       'an expiry beyond SESSION_MAX_LIFETIME_SECONDS',
-      (d) => setCaveat(d, 3, { terms: timestampTerms(seconds(MAX_LIFETIME_SECONDS + 3600)) }),
-      'delegation.caveats[3].terms',
+      (d) => setCaveat(d, 2, { terms: timestampTerms(seconds(MAX_LIFETIME_SECONDS + 3600)) }),
+      'delegation.caveats[2].terms',
     ],
     [
       'an expiry in the past',
-      (d) => setCaveat(d, 3, { terms: timestampTerms(seconds(-10)) }),
-      'delegation.caveats[3].terms',
+      (d) => setCaveat(d, 2, { terms: timestampTerms(seconds(-10)) }),
+      'delegation.caveats[2].terms',
     ],
-    ['no expiry', (d) => dropCaveat(d, 3), 'delegation.caveats'],
+    ['no expiry', (d) => dropCaveat(d, 2), 'delegation.caveats'],
     [
       'another redeemer',
-      (d) => setCaveat(d, 4, { terms: local.accounts.deployer.address }),
-      'delegation.caveats[4].terms',
+      (d) => ({
+        ...d,
+        caveats: [
+          ...d.caveats,
+          {
+            enforcer: enforcer('RedeemerEnforcer'),
+            terms: local.accounts.deployer.address,
+            args: '0x' as Hex,
+          },
+        ],
+      }),
+      'delegation.caveats[3].terms',
     ],
     [
       'a malformed enforcer',
@@ -310,14 +320,14 @@ describe('POST /v1/authorize', () => {
     [
       // The enforcer refuses any value shorter than a byte (invalid-terms-size): nothing could be paid.
       'the recipient pin has an empty value',
-      (d) => setCaveat(d, 2, { terms: pad('0x04', { size: 32 }) }),
-      'delegation.caveats[2].terms',
+      (d) => setCaveat(d, 1, { terms: pad('0x04', { size: 32 }) }),
+      'delegation.caveats[1].terms',
     ],
     [
       // The period enforcer refuses every transfer under a zero start date (invalid-zero-start-date).
       'a period cap starting at 0',
       (d) =>
-        setCaveat(d, 1, {
+        setCaveat(d, 0, {
           enforcer: enforcer('ERC20PeriodTransferEnforcer'),
           terms: concat([
             local.usdc,
@@ -326,7 +336,7 @@ describe('POST /v1/authorize', () => {
             pad('0x00', { size: 32 }),
           ]),
         }),
-      'delegation.caveats[1].terms',
+      'delegation.caveats[0].terms',
     ],
   ];
 
@@ -539,7 +549,7 @@ describe('POST /v1/authorize', () => {
     expect(error).toMatchObject({
       status: 400,
       code: 'validation_error',
-      field: 'delegation.caveats[1].terms',
+      field: 'delegation.caveats[0].terms',
     });
   });
 });
