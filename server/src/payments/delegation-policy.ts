@@ -27,7 +27,13 @@ export interface SessionPolicy {
   minCapAtomic: bigint;
 }
 
-/** The enforcers a session delegation may use, by their name in the kit's environment. */
+/**
+ * The enforcers a session delegation may use, by their name in the kit's environment. Required: an
+ * amount cap on USDC, AllowedCalldataEnforcer (recipient), TimestampEnforcer (expiry); every caveat
+ * costs each settlement about 23k gas (test/chain/enforcer-gas.test.ts), so nothing redundant is asked
+ * for. RedeemerEnforcer and ValueLteEnforcer stay accepted, as sessions authorized with them must stay
+ * redeemable, but are not required: see their cases in `checkDelegation`.
+ */
 export const ACCEPTED_ENFORCERS: readonly AcceptedEnforcer[] = [
   'ERC20TransferAmountEnforcer',
   'ERC20PeriodTransferEnforcer',
@@ -158,6 +164,9 @@ export function checkDelegation(
         expiresAtSeconds = Math.min(expiresAtSeconds ?? decoded.beforeThreshold, decoded.beforeThreshold);
         break;
       case 'redeemer':
+        // Optional: the delegate is the session key, not ANY_DELEGATE (checked above), and the
+        // DelegationManager lets only it redeem (`delegate != msg.sender && delegate != ANY_DELEGATE`
+        // reverts InvalidDelegate).
         if (!decoded.redeemers.some((redeemer) => isAddressEqual(redeemer, policy.sessionKey)))
           throw validationError(
             terms,
@@ -165,7 +174,9 @@ export function checkDelegation(
           );
         break;
       case 'valueLte':
-        // The gateway's transfers carry no native value: any bound admits them.
+        // The gateway's transfers carry no native value: any bound admits them. Optional: the amount
+        // cap pins the call's target to USDC (`require(token == target, "...:invalid-contract")`), whose
+        // `transfer` is not payable, so a call carrying ETH reverts and moves nothing.
         break;
       default:
         throw validationError(`${field}.enforcer`, `is not an enforcer the gateway accepts`);
