@@ -35,10 +35,14 @@ function requireOperator(context: MercuriusContext): void {
     throw graphqlError('FORBIDDEN', 'the operator view needs the operator token (ADMIN_TOKEN)');
 }
 
-/** [from, to) of the economics: the last 30 days by default, at most MAX_ECONOMICS_DAYS long. */
+/**
+ * [from, to) of the economics: by default up to now from the start of the UTC day 29 days before
+ * `to`'s (30 whole days, today's included), at most MAX_ECONOMICS_DAYS long.
+ */
 function economicsRange(args: { from?: Date | null; to?: Date | null }): { from: Date; to: Date } {
   const to = args.to ?? new Date();
-  const from = args.from ?? new Date(to.getTime() - DEFAULT_ECONOMICS_DAYS * DAY_MS);
+  const from =
+    args.from ?? new Date((Math.floor(to.getTime() / DAY_MS) - (DEFAULT_ECONOMICS_DAYS - 1)) * DAY_MS);
   if (from.getTime() >= to.getTime()) throw graphqlError('BAD_USER_INPUT', 'from must be before to');
   if (to.getTime() - from.getTime() > MAX_ECONOMICS_DAYS * DAY_MS)
     throw graphqlError('BAD_USER_INPUT', `from and to must be at most ${MAX_ECONOMICS_DAYS} days apart`);
