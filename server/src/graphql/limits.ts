@@ -152,7 +152,7 @@ function enforceComplexity(
   if (complexity > MAX_QUERY_COMPLEXITY)
     throw graphqlError(
       'QUERY_TOO_COMPLEX',
-      `the query's complexity is ${complexity}, above the limit of ${MAX_QUERY_COMPLEXITY}; ask for fewer items or fields (spend, debt and totals cost ${AGGREGATE_COMPLEXITY} each, as do __schema and __type; a page ${PAGE_COMPLEXITY} plus first times its fields)`,
+      `the query's complexity is ${complexity}, above the limit of ${MAX_QUERY_COMPLEXITY}; ask for fewer items or fields (spend, debt and totals cost ${AGGREGATE_COMPLEXITY} each, as do the operator's economics, exposure and topDebtors, __schema and __type; a page ${PAGE_COMPLEXITY} plus first times its fields)`,
       400,
     );
 }

@@ -544,6 +544,17 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
       ]);
     });
 
+    test('its sums over every wallet count against the complexity limit', async () => {
+      const { status, body } = await gql(
+        aliases(10, 'operator { economics { day } exposure { unfinishedSettlements } }'),
+        {},
+        ADMIN_TOKEN,
+      );
+      expect(status).toBe(400);
+      expect(codes(body)).toEqual(['QUERY_TOO_COMPLEX']);
+      expect(body.errors[0].message).toMatch(/the operator's economics, exposure and topDebtors/);
+    });
+
     test('a wallet cannot see it, even its own part', async () => {
       const { body } = await gql('{ operator { exposure { outstanding { usd } } } }', {}, aliceToken);
       expect(body.data).toBeNull();
