@@ -1,8 +1,5 @@
-import type { x402Client } from '@x402/core/client';
 import type { PaymentRequired } from '@x402/core/types';
-import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
 import {
-  createSIWxClientExtension,
   createSIWxPayload,
   encodeSIWxHeader,
   type SIWxExtension,
@@ -25,14 +22,13 @@ import {
   type PayerSigner,
   payerOwingSmallCost,
   payingClient,
-  recordingFetch,
   requiredOf,
   requirementsAsked,
   type SignInSigner,
   SMALL,
   SMALL_COST,
   settlementOf,
-  signedInFetch,
+  signedInOpenai,
   smartSigner,
   useX402Stack,
 } from './harness.js';
@@ -40,18 +36,9 @@ import {
 const stack = useX402Stack();
 const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
 
-/**
- * The stock client as the README shows it: `@x402/fetch` wrapped once around the sign-in fetch, the
- * sign-in client extension registered, all with the same wallet.
- */
-function singleWrapClient(signer: PayerSigner & SignInSigner, client = payingClient(stack.local, signer)) {
-  client.registerExtension(createSIWxClientExtension({ signers: [signer] }));
-  const recorder = recordingFetch();
-  return {
-    openai: openaiClient(stack.gateway.url, signedInFetch(client, signer, recorder.fetch)),
-    exchanges: recorder.exchanges,
-  };
-}
+/** The stock client as the README shows it (see `signedInOpenai`). */
+const singleWrapClient = (signer: PayerSigner & SignInSigner, paymentId?: string) =>
+  signedInOpenai(stack.gateway.url, stack.local, signer, paymentId);
 
 async function completion(openai: ReturnType<typeof openaiClient>, usage = SMALL) {
   stack.anthropic.script({ text: 'hi there', usage });
@@ -230,15 +217,8 @@ describe('sign-in-with-x: a stock client wrapped once', () => {
 });
 
 describe('payment-identifier', () => {
-  /** A stock client whose every proof carries `id`, as the extension's README shows. */
-  function clientWithPaymentId(signer: PayerSigner & SignInSigner, id: string) {
-    const client: x402Client = payingClient(stack.local, signer);
-    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
-      paymentRequired.extensions ??= {};
-      appendPaymentIdentifierToExtensions(paymentRequired.extensions, id);
-    });
-    return singleWrapClient(signer, client).openai;
-  }
+  const clientWithPaymentId = (signer: PayerSigner & SignInSigner, id: string) =>
+    singleWrapClient(signer, id).openai;
 
   test('a retried id is neither paid nor served again: the retry is told the first’s outcome', async () => {
     const payer = await payerOwingSmallCost(stack);

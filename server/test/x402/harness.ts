@@ -8,7 +8,8 @@ import {
 import type { PaymentRequired, SettleResponse } from '@x402/core/types';
 import type { ExactEIP3009Payload } from '@x402/evm';
 import { registerExactEvmScheme } from '@x402/evm/exact/client';
-import { wrapFetchWithSIWx } from '@x402/extensions/sign-in-with-x';
+import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
+import { createSIWxClientExtension, wrapFetchWithSIWx } from '@x402/extensions/sign-in-with-x';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import OpenAI from 'openai';
 import type { Address, Hash, Hex } from 'viem';
@@ -84,15 +85,27 @@ export interface SignInSigner {
 }
 
 /**
- * fetch as the README shows it: `wrapFetchWithPayment` once, around the sign-in extension's fetch,
- * which answers the first 402's challenge, so the 402 the payment client reads states the debt.
+ * The official client paying as the README shows it: `@x402/fetch` wrapped once around the sign-in
+ * extension's fetch (which answers the first 402's challenge, so the 402 the payment client reads
+ * states the debt), the sign-in client extension registered, and with `paymentId`, every proof
+ * carrying it (`payment-identifier`). Every exchange is recorded.
  */
-export function signedInFetch(
-  client: x402Client,
-  signer: SignInSigner,
-  base: typeof fetch = fetch,
-): typeof fetch {
-  return wrapFetchWithPayment(wrapFetchWithSIWx(base, signer), client);
+export function signedInOpenai(
+  gatewayUrl: string,
+  local: LocalChain,
+  signer: PayerSigner & SignInSigner,
+  paymentId?: string,
+) {
+  const client = payingClient(local, signer);
+  client.registerExtension(createSIWxClientExtension({ signers: [signer] }));
+  if (paymentId)
+    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+      paymentRequired.extensions ??= {};
+      appendPaymentIdentifierToExtensions(paymentRequired.extensions, paymentId);
+    });
+  const recorder = recordingFetch();
+  const paid = wrapFetchWithPayment(wrapFetchWithSIWx(recorder.fetch, signer), client);
+  return { openai: openaiClient(gatewayUrl, paid), exchanges: recorder.exchanges };
 }
 
 /** Records every request a fetch sends and every response it gets, headers included. */

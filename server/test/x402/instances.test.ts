@@ -1,10 +1,20 @@
 import { encodePaymentSignatureHeader } from '@x402/core/http';
+import type { APIError } from 'openai';
 import { privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
 import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { chainGatewayConfig, useTwoInstancesOnPostgres } from '../support/chain-gateway.js';
 import { testDialects } from '../support/db.js';
-import { chat, chatBody, payingClient, requiredOf, SMALL, SMALL_COST, type X402Stack } from './harness.js';
+import {
+  chat,
+  chatBody,
+  payingClient,
+  requiredOf,
+  SMALL,
+  SMALL_COST,
+  signedInOpenai,
+  type X402Stack,
+} from './harness.js';
 
 // Several gateway instances share one PostgreSQL database: a proof is accepted by one of them only.
 // Only PostgreSQL serves several instances (SQLite is one process's file), so this runs when
@@ -63,6 +73,28 @@ describe.skipIf(!testDialects.includes('postgres'))(
       const answers = await race(await proof(payer, SMALL_COST));
       expect(answers.map((answer) => answer.status).sort()).toEqual([200, 402]);
       expect(await usdcBalance(stack.local, payer.address)).toBe(before - SMALL_COST);
+    });
+
+    test('a payment identifier that paid on one instance is not paid or served again on the other', async () => {
+      const payer = privateKeyToAccount(stack.local.accounts.payers[2]!.privateKey);
+      await mintUsdc(stack.local, payer.address, 1_000_000n);
+      const id = `pay_${crypto.randomUUID().replaceAll('-', '')}`;
+      const calls = stack.anthropic.log.length;
+      stack.anthropic.script({ text: 'served once', usage: SMALL });
+      const first = await signedInOpenai(stack.instances[0].url, stack.local, payer, id)
+        .openai.chat.completions.create(chatBody)
+        .withResponse();
+      const retried = await signedInOpenai(stack.instances[1].url, stack.local, payer, id)
+        .openai.chat.completions.create(chatBody)
+        .then(
+          () => undefined,
+          (error: unknown) => error as APIError,
+        );
+      expect(retried?.status).toBe(409);
+      expect(retried?.error).toMatchObject({
+        details: { requestId: first.response.headers.get('x-request-id'), outcome: 'served' },
+      });
+      expect(stack.anthropic.log.length - calls).toBe(1);
     });
   },
 );
