@@ -16,6 +16,10 @@
  *     sequential unpaid ones: the time a settlement adds.
  *   - the same with SETTLE_ON_COMPLETION=true (each debt settled as soon as its request completes),
  *     back to back and with a client's think time between requests (a gateway of its own, same database).
+ *   - an x402 payer's sequential paid requests (each pays the previous one by an EIP-3009 proof);
+ *   - the gas of every settlement those runs caused, from the receipts, per rail, a payer's first and
+ *     later ones, and the request cost at which the commission pays a settlement's fee on Base
+ *     (bench/settlement-gas.ts; its assumptions are printed with it).
  * The "nothing owed" load uses a model priced at 0, so the JWT path runs in full (token, session,
  * debt check, usage record) while no settlement is due. Prints a table; writes bench-results/*.json.
  *
@@ -25,7 +29,8 @@
  *
  * Environment: BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2, dropped from each run's latencies),
  * BENCH_SERVER_WARMUP_SECONDS (10), BENCH_CONNECTIONS (10),
- * BENCH_PAID_REQUESTS (30), BENCH_LOG_LEVEL (info), BENCH_RUNTIME (dist: built first with `npm run build`;
+ * BENCH_PAID_REQUESTS (30), BENCH_LOG_LEVEL (info), COMMISSION_BPS (1000), BENCH_L2_GAS_PRICE_GWEI (0.01),
+ * BENCH_L1_BASE_FEE_GWEI (1), BENCH_ETH_USD (3000), BENCH_RUNTIME (dist: built first with `npm run build`;
  * tsx), BENCH_GATEWAY_NODE_OPTIONS (node flags of the gateway; default: those of `npm run serve`, whose
  * environment the gateway gets too), BENCH_PROFILE_DIR (a CPU profile of the gateway), DATABASE_URL
  * (postgres://... for that mode).
@@ -37,8 +42,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { x402Client } from '@x402/core/client';
+import { registerExactEvmScheme } from '@x402/evm/exact/client';
+import { wrapFetchWithPayment } from '@x402/fetch';
 import type { Hex } from 'viem';
-import { createLocalChain, createPayerAccount, type LocalChain } from '../devkit/chain/index.js';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { createLocalChain, createPayerAccount, type LocalChain, mintUsdc } from '../devkit/chain/index.js';
 import { authorizeWithSmartAccount } from '../src/client/index.js';
 import { createTestDatabase } from '../test/support/db.js';
 import { type LatencySummary, summarize } from './latency.js';
@@ -54,6 +63,13 @@ import {
   type TsProcess,
   waitUntilUp,
 } from './processes.js';
+import {
+  assumptionsLine,
+  economics,
+  type RailEconomics,
+  type SettlementGas,
+  settlementGas,
+} from './settlement-gas.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
@@ -71,6 +87,10 @@ const SERVE = serveCommand();
 const GATEWAY_NODE_OPTIONS =
   process.env.BENCH_GATEWAY_NODE_OPTIONS?.split(/\s+/).filter(Boolean) ?? SERVE.nodeOptions;
 const BLOCK_TIME_SECONDS = 0.2;
+/** The gateway's commission, in basis points: what pays each settlement's gas. */
+const COMMISSION_BPS = Number(process.env.COMMISSION_BPS ?? 1000);
+/** An x402 payer's sequential requests: at least 3, so that besides its first settlement a later one is measured. */
+const X402_REQUESTS = Math.max(3, PAID_REQUESTS);
 /** A client's think time between two paid requests, in the settled-on-completion run: 1.5 blocks. */
 const PAUSE_MS = 300;
 
@@ -86,6 +106,8 @@ const TARGETS = {
   addedFirstByteP50Ms: 1,
   rssBytes: 150 * 1024 * 1024,
   paidAddedMs: BLOCK_TIME_SECONDS * 1000 + 20,
+  /** Gas of a payer's later session settlement, the operator's target. */
+  sessionLaterGas: 120_000,
 };
 
 interface ModeResult extends Measured {
@@ -102,6 +124,10 @@ interface ModeResult extends Measured {
   unpaid: LoadResult;
   /** The paid path with SETTLE_ON_COMPLETION=true (each debt settled once its request completes). */
   onCompletion: { backToBack: LoadResult; paused: LoadResult };
+  /** An x402 payer's sequential paid requests: their statuses. */
+  x402: { statuses: number[] };
+  /** Gas of the settlements of this mode's runs, from their receipts, and what they cost on Base. */
+  settlementGas: { receipts: SettlementGas; economics: Record<keyof SettlementGas, RailEconomics> };
 }
 
 const anthropicHeaders = {
@@ -212,6 +238,7 @@ async function startGateway(
     MODELS_FILE: writeCatalog(dir),
     // Rate limiting stays on, with a ceiling this load never reaches.
     RATE_LIMIT_MAX: '100000000',
+    COMMISSION_BPS: String(COMMISSION_BPS),
     ...extraEnv,
   };
   const options = {
@@ -262,6 +289,7 @@ async function benchMode(
   saltBase: number,
 ): Promise<ModeResult> {
   const dir = mkdtempSync(join(tmpdir(), `paygate-bench-${mode}-`));
+  const fromBlock = await local.publicClient.getBlockNumber();
   try {
     const measured = await measureGateway(
       mode,
@@ -277,7 +305,17 @@ async function benchMode(
       await startGateway(local, simulatorUrl, dir, databaseUrl, { SETTLE_ON_COMPLETION: 'true' }),
       saltBase + CONNECTIONS + 2,
     );
-    return { ...measured, onCompletion };
+    const receipts = await settlementGas(
+      local,
+      local.accounts.gateway.address,
+      fromBlock,
+      await local.publicClient.getBlockNumber(),
+    );
+    return {
+      ...measured,
+      onCompletion,
+      settlementGas: { receipts, economics: economics(receipts, COMMISSION_BPS) },
+    };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -306,7 +344,7 @@ async function measureGateway(
   local: LocalChain,
   gateway: { url: string; process: TsProcess },
   saltBase: number,
-): Promise<Omit<ModeResult, 'onCompletion'>> {
+): Promise<Omit<ModeResult, 'onCompletion' | 'settlementGas'>> {
   try {
     console.error(`[${mode}] gateway up at ${gateway.url}; authorizing ${CONNECTIONS + 2} payers`);
     const tokens = await authorizedTokens(local, gateway.url, CONNECTIONS + 2, saltBase);
@@ -348,6 +386,8 @@ async function measureGateway(
       target: chat(FREE_MODEL, false, [tokens[CONNECTIONS + 1] as string]),
       count: PAID_REQUESTS,
     });
+    console.error(`[${mode}] x402: ${X402_REQUESTS} sequential paid requests of one payer`);
+    const x402 = await x402Payments(local, gateway.url);
     return {
       mode,
       whole,
@@ -362,10 +402,35 @@ async function measureGateway(
       heap,
       paid,
       unpaid,
+      x402,
     };
   } finally {
     await gateway.process.stop();
   }
+}
+
+/**
+ * A fresh EOA paying by x402 as a stock client does (`@x402/fetch`, wrapped twice: a payer with debt is
+ * asked 0, which names it, then what it owes): each request after the first pays the one before.
+ */
+async function x402Payments(local: LocalChain, gatewayUrl: string): Promise<ModeResult['x402']> {
+  const payer = privateKeyToAccount(generatePrivateKey());
+  await mintUsdc(local, payer.address, 100_000_000n);
+  const client = new x402Client();
+  registerExactEvmScheme(client, { signer: payer });
+  client.setSpendControls({ allowedAssets: [{ network: `eip155:${local.chainId}`, asset: local.usdc }] });
+  const pay = wrapFetchWithPayment(wrapFetchWithPayment(fetch, client), client);
+  const statuses: number[] = [];
+  for (let i = 0; i < X402_REQUESTS; i++) {
+    const response = await pay(`${gatewayUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: PAID_MODEL, ...chatBody(false, false) }),
+    });
+    await response.arrayBuffer();
+    statuses.push(response.status);
+  }
+  return { statuses };
 }
 
 /** SETTLE_ON_COMPLETION=true: one payer's paid requests back to back, then with a client's think time. */
@@ -559,6 +624,27 @@ function report(direct: Measured & { autocannon: LoadResult }, floor: Floor, mod
           key === 'p50' ? `<= ${TARGETS.paidAddedMs} ${mark(extra <= TARGETS.paidAddedMs)}` : '',
         ];
       });
+  const gasCell = (value: number | undefined) => value?.toString() ?? 'n/a';
+  for (const rail of ['session', 'x402'] as const) {
+    row(`gas/settlement ${rail}: first, later`, '', (m) => {
+      const { gas, settlements } = m.settlementGas.economics[rail];
+      return [
+        `${gasCell(gas.first)}, ${gasCell(gas.later)}`,
+        `${settlements.first}+${settlements.later} receipts`,
+        rail === 'session' && gas.later !== undefined
+          ? `later <= ${TARGETS.sessionLaterGas} ${mark(gas.later <= TARGETS.sessionLaterGas)}`
+          : '',
+      ];
+    });
+    row(`break-even ${rail}: request cost USD`, '', (m) => {
+      const { feeUsd, breakEven } = m.settlementGas.economics[rail];
+      return [
+        breakEven ? breakEven.requestCostUsd.toFixed(4) : 'n/a',
+        feeUsd === undefined ? '' : `fee ${feeUsd.toFixed(5)} USD`,
+        '',
+      ];
+    });
+  }
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((cells) => (cells[column] ?? '').length)));
   for (const cells of rows)
     console.log(cells.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  '));
@@ -623,6 +709,9 @@ async function main() {
 
     console.log('');
     report(direct, floor, modes);
+    console.log(
+      `\nsettlement gas: medians of the receipts; break-even = the request cost (commission included) whose commission pays one settlement's fee on Base, ${assumptionsLine(COMMISSION_BPS)}`,
+    );
     if (postgresNote) console.log(`\n${postgresNote}`);
     mkdirSync(RESULTS_DIR, { recursive: true });
     const file = join(RESULTS_DIR, `bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
@@ -643,6 +732,8 @@ async function main() {
             gatewayNodeOptions: GATEWAY_NODE_OPTIONS,
             gatewayEnvironment: SERVE.env,
             blockTimeSeconds: BLOCK_TIME_SECONDS,
+            commissionBps: COMMISSION_BPS,
+            baseFeeAssumptions: assumptionsLine(COMMISSION_BPS),
           },
           targets: TARGETS,
           direct,

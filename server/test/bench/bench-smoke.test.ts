@@ -147,4 +147,19 @@ test('npm run bench with the smallest settings: exits 0, prints its table, write
   expect(Number.isFinite(sqlite.paidSettled?.p50)).toBe(true);
   expectSequential(sqlite.onCompletion.backToBack, 2, 'sqlite.onCompletion.backToBack');
   expectSequential(sqlite.onCompletion.paused, 2, 'sqlite.onCompletion.paused');
+
+  // Every settlement those runs caused, read from its receipt: each rail, a payer's first and later ones.
+  expect(sqlite.x402.statuses).toEqual([200, 200, 200]);
+  for (const rail of ['session', 'x402']) {
+    const { gas, settlements, breakEven } = sqlite.settlementGas.economics[rail];
+    expect(settlements.first, rail).toBeGreaterThan(0);
+    expect(settlements.later, rail).toBeGreaterThan(0);
+    expect(gas.first, rail).toBeGreaterThan(21_000);
+    expect(gas.later, rail).toBeGreaterThan(21_000);
+    expect(breakEven.requestCostUsd, rail).toBeGreaterThan(0);
+    expect(stdout).toMatch(
+      new RegExp(`^gas/settlement ${rail}: first, later +${gas.first}, ${gas.later} `, 'm'),
+    );
+  }
+  expect(stdout).toMatch(/^settlement gas: .*assumed for Base: L2 gas 0\.01 gwei.*ETH \$3000/m);
 });
