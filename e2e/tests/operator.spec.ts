@@ -100,6 +100,13 @@ test('the operator enters the ADMIN_TOKEN and sees commission against gas, and t
   const row = economics.getByRole('row').filter({ hasText: today }).filter({ hasText: 'x402' });
   await expect(row.getByRole('cell').nth(3)).toHaveText(`$${formatUnits(commission, 12)}`);
   await expect(row.getByRole('cell').nth(6)).toHaveText(formatEther(fee));
+  // Both rails' days added up, exactly (after the "Total" row header).
+  const sum = (values: string[]) => values.reduce((total, value) => total + BigInt(value), 0n);
+  const totals = page.getByTestId('economics-total').getByRole('cell');
+  await expect(totals.nth(1)).toHaveText(
+    `$${formatUnits(sum(operator.economics.map((day) => day.commission.picoUsd)), 12)}`,
+  );
+  await expect(totals.nth(4)).toHaveText(formatEther(sum(operator.economics.map((day) => day.gasSpentWei))));
 
   const relayer = page.getByRole('region', { name: 'Relayer' });
   const address = (await relayer.locator('code').textContent()) as `0x${string}`;

@@ -38,7 +38,7 @@ export function App() {
           <h1>paygate</h1>
           <p className="tagline">Pay-per-use LLM gateway: every request paid in USDC, after it is used.</p>
         </div>
-        <nav className="badges" aria-label="Pages">
+        <nav className="pages" aria-label="Pages">
           <a href="#/" aria-current={operator ? undefined : 'page'}>
             Wallet
           </a>

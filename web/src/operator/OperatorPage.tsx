@@ -1,5 +1,6 @@
 import { useQuery } from '@tanstack/react-query';
 import { type FormEvent, useEffect, useId, useState } from 'react';
+import { formatEther, formatUnits } from 'viem';
 import { GatewayError } from '../gateway/api';
 import { OPERATOR_QUERY, type OperatorSettlement, type OperatorView, queryLedger } from '../gateway/graphql';
 import { Alert, Loading } from '../ui/Alert';
@@ -147,6 +148,7 @@ function OperatorSections({ view }: { view: OperatorView['operator'] }) {
                   </tr>
                 ))}
               </tbody>
+              <EconomicsTotals economics={view.economics} />
             </table>
           </div>
         )}
@@ -266,6 +268,27 @@ function OperatorSections({ view }: { view: OperatorView['operator'] }) {
         )}
       </section>
     </>
+  );
+}
+
+/** The period's sums, added as integers (pico-USD, wei) and shown exactly. */
+function EconomicsTotals({ economics }: { economics: OperatorView['operator']['economics'] }) {
+  const sum = (values: string[]) => values.reduce((total, value) => total + BigInt(value), 0n);
+  const commission = sum(economics.map((day) => day.commission.picoUsd));
+  const gasWei = sum(economics.map((day) => day.gasSpentWei));
+  return (
+    <tfoot>
+      <tr data-testid="economics-total">
+        <th scope="row" colSpan={2}>
+          Total
+        </th>
+        <td className="num">{count(sum(economics.map((day) => day.requests)).toString())}</td>
+        <td className="amount">{usd(formatUnits(commission, 12))}</td>
+        <td className="num">{economics.reduce((total, day) => total + day.settlements, 0)}</td>
+        <td className="num">{count(sum(economics.map((day) => day.gasUsed)).toString())}</td>
+        <td className="amount">{formatEther(gasWei)}</td>
+      </tr>
+    </tfoot>
   );
 }
 
