@@ -201,6 +201,25 @@ describe('sign-in-with-x: a stock client wrapped once', () => {
     expect(replayed.required.error).toContain('invalid_siwx_nonce');
   });
 
+  test('a sign-in whose fields no EIP-4361 message can hold proves nothing, and is never a 500', async () => {
+    const payer = await payerOwingSmallCost(stack);
+    const signed = JSON.parse(Buffer.from(await signIn(payer), 'base64').toString());
+    for (const edit of [
+      { statement: 'two\nlines' },
+      { resources: ['not a uri'] },
+      { signature: '0x1234' },
+      { version: '2' },
+    ]) {
+      const header = Buffer.from(JSON.stringify({ ...signed, ...edit })).toString('base64');
+      const { status, required } = await askedWithSignIn(header);
+      expect(status, JSON.stringify(edit)).toBe(402);
+      expect(required.accepts[0]?.amount, JSON.stringify(edit)).toBe('0');
+      expect(required.error, JSON.stringify(edit)).toMatch(
+        /^the sign-in \(SIGN-IN-WITH-X\) proves nothing: invalid_siwx_/,
+      );
+    }
+  });
+
   test('a header that is not a sign-in is 400 naming it', async () => {
     const response = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
       method: 'POST',

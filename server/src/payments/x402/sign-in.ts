@@ -11,13 +11,14 @@ import {
 import { type Address, getAddress, isAddress } from 'viem';
 import { ApiError } from '../../http/errors.js';
 import type { Store } from '../../store/database.js';
-import type { ChainClient } from '../chain-client.js';
+import { type ChainClient, isTransportFailure } from '../chain-client.js';
 
 /** The request header carrying a signed sign-in (x402 `sign-in-with-x`, CAIP-122). */
 export const SIGN_IN_HEADER = SIGN_IN_WITH_X.toUpperCase();
 
 // The package's own bound on a sign-in's age; a nonce is kept as long as a sign-in stays acceptable.
 const SIGN_IN_MAX_AGE_MS = 5 * 60 * 1000;
+const MAX_QUOTED = 200;
 const STATEMENT = 'Sign in so the gateway states what this wallet owes for its completed requests';
 
 /** What a request's sign-in says: none, the wallet it proves, or why it proves nothing. */
@@ -97,10 +98,23 @@ export async function readSignIn(
   if (!/^[0-9a-zA-Z]{8,64}$/.test(payload.nonce))
     return { refused: 'invalid_siwx_nonce: its nonce is not 8 to 64 letters and digits' };
   const validated = await validateSIWxMessage(payload, origin, { maxAge: SIGN_IN_MAX_AGE_MS });
-  if (!validated.isValid) return { refused: `${validated.invalidReason}: ${validated.invalidMessage}` };
-  const verified = await verifySIWxSignature(payload, {
-    evmVerifier: (args) => deps.chain.publicClient.verifyMessage(args),
-  });
+  // The package's messages quote the sign-in's own fields: cut, so a long one cannot swell the 402.
+  if (!validated.isValid)
+    return { refused: `${validated.invalidReason}: ${validated.invalidMessage.slice(0, MAX_QUOTED)}` };
+  let verified: Awaited<ReturnType<typeof verifySIWxSignature>>;
+  try {
+    verified = await verifySIWxSignature(payload, {
+      // A node that cannot be reached is the verifier's error (503); any other failure is a bad signature.
+      evmVerifier: (args) =>
+        deps.chain.publicClient.verifyMessage(args).catch((error: unknown) => {
+          if (isTransportFailure(error)) throw error;
+          return false;
+        }),
+    });
+  } catch (error) {
+    // The EIP-4361 message could not be formed from the sign-in's fields.
+    return { refused: `invalid_siwx_message: ${(error as Error).message.slice(0, MAX_QUOTED)}` };
+  }
   if (!verified.isValid) {
     if (verified.invalidReason === 'invalid_siwx_verifier_error')
       throw new ApiError(
@@ -111,7 +125,7 @@ export async function readSignIn(
           headers: { 'retry-after': '3' },
         },
       );
-    return { refused: `${verified.invalidReason}: ${verified.invalidMessage}` };
+    return { refused: `${verified.invalidReason}: ${verified.invalidMessage.slice(0, MAX_QUOTED)}` };
   }
   const payer = getAddress(payload.address);
   const issuedAt = new Date(payload.issuedAt).getTime();
