@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createLocalChain } from '../../devkit/chain/index.js';
 import { startFacilitatorServer } from '../../devkit/facilitator.js';
 import { startAnthropicSimulator } from '../../devkit/simulators/index.js';
+import { startRpcProxy } from '../faults/rpc-proxy.js';
 import { authorize, newPayer, openaiFor, chat as sessionChat } from '../session/harness.js';
 import { chainGatewayConfig, startGateway, temporaryDatabase } from '../support/chain-gateway.js';
 import { fundedEoa, settlementOf, type X402Stack, chat as x402Chat } from '../x402/harness.js';
@@ -31,8 +32,11 @@ interface EconomicsDay {
   gasSpentEth: string;
 }
 
-/** The gateway on a fresh chain, with the operator token (and a remote facilitator, when asked). */
-function useOperatorStack(options: { remoteFacilitator?: boolean } = {}): X402Stack {
+/**
+ * The gateway on a fresh chain, with the operator token (and, when asked, a remote facilitator, or a
+ * proxy between the gateway and the chain that the test can fail).
+ */
+function useOperatorStack(options: { remoteFacilitator?: boolean; rpcProxy?: boolean } = {}): X402Stack {
   const stack = {} as X402Stack;
   const database = temporaryDatabase();
   beforeAll(async () => {
@@ -46,10 +50,17 @@ function useOperatorStack(options: { remoteFacilitator?: boolean } = {}): X402St
       databaseUrl: database.url,
       facilitatorUrl: stack.facilitator?.url,
     });
-    stack.gateway = await startGateway({ ...config, adminToken: ADMIN_TOKEN });
+    if (options.rpcProxy) stack.rpc = await startRpcProxy(stack.local.rpcUrl);
+    const rpcUrl = stack.rpc?.url ?? config.chain.rpcUrl;
+    stack.gateway = await startGateway({
+      ...config,
+      chain: { ...config.chain, rpcUrl },
+      adminToken: ADMIN_TOKEN,
+    });
   });
   afterAll(async () => {
     await stack.gateway?.close();
+    await stack.rpc?.close();
     await Promise.all([stack.facilitator?.close(), stack.anthropic?.close(), stack.local?.stop()]);
     database.remove();
   });
@@ -257,5 +268,28 @@ describe('the operator view, x402 settled by a remote facilitator', () => {
       { rail: 'x402', settlements: 1, gasUsed: '0', gasSpentWei: '0' },
     ]);
     expect(body.data.settlements.edges).toEqual([{ node: { txHash: paid, gasUsed: null, feeWei: '0' } }]);
+  });
+});
+
+describe('the operator view while the chain cannot be read', () => {
+  const stack = useOperatorStack({ rpcProxy: true });
+
+  test('the relayer is null with SERVICE_UNAVAILABLE; the ledger figures are still answered', async () => {
+    stack.rpc!.down();
+    try {
+      const { status, body } = await graphql(
+        stack,
+        '{ operator { relayer { balanceWei } exposure { outstanding { picoUsd } } } }',
+        ADMIN_TOKEN,
+      );
+      expect(status).toBe(200);
+      expect(body.data.operator).toEqual({ relayer: null, exposure: { outstanding: { picoUsd: '0' } } });
+      expect(body.errors).toHaveLength(1);
+      expect(body.errors[0].path).toEqual(['operator', 'relayer']);
+      expect(body.errors[0].extensions.code).toBe('SERVICE_UNAVAILABLE');
+      expect(body.errors[0].message).toMatch(/^the relayer's balance cannot be read: /);
+    } finally {
+      stack.rpc!.pass();
+    }
   });
 });
