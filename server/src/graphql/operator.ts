@@ -26,7 +26,7 @@ export interface OperatorSources {
 
 const DAY_MS = 86_400_000;
 const DEFAULT_ECONOMICS_DAYS = 30;
-/** A year and a day: a leap year's every day, and the day it is asked on. */
+/** A leap year: a year of days can always be asked at once. */
 const MAX_ECONOMICS_DAYS = 366;
 
 /** Refuses anyone but the bearer of ADMIN_TOKEN. */
