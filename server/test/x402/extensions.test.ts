@@ -81,12 +81,22 @@ async function challenge(): Promise<SIWxExtension> {
   return extension;
 }
 
-/** A SIGN-IN-WITH-X header answering a fresh challenge, signed by `signer` for `signer.address`. */
-async function signIn(signer: SignInSigner): Promise<string> {
+/**
+ * A SIGN-IN-WITH-X header answering a fresh challenge, signed by `signer` for `signer.address`;
+ * `edit` changes the challenge's fields before they are signed.
+ */
+async function signIn(
+  signer: SignInSigner,
+  edit: (info: SIWxExtension['info']) => SIWxExtension['info'] = (info) => info,
+): Promise<string> {
   const { info, supportedChains } = await challenge();
   const chain = supportedChains[0]!;
   return encodeSIWxHeader(
-    await createSIWxPayload({ ...info, chainId: chain.chainId, type: chain.type }, signer, stack.gateway.url),
+    await createSIWxPayload(
+      { ...edit(info), chainId: chain.chainId, type: chain.type },
+      signer,
+      stack.gateway.url,
+    ),
   );
 }
 
@@ -190,6 +200,25 @@ describe('sign-in-with-x: a stock client wrapped once', () => {
     expect(required.error).not.toContain(SMALL_COST.toString());
     expect(required.extensions).toHaveProperty('sign-in-with-x');
     expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+  });
+
+  test('an expired or stale sign-in, signed by the wallet itself, proves nothing', async () => {
+    const payer = await payerOwingSmallCost(stack);
+    const minutesAgo = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
+    const expired = await signIn(payer, (info) => ({ ...info, expirationTime: minutesAgo(1) }));
+    const stale = await signIn(payer, (info) => ({
+      ...info,
+      issuedAt: minutesAgo(6),
+      expirationTime: undefined,
+    }));
+    for (const [header, reason] of [
+      [expired, 'invalid_siwx_expired'],
+      [stale, 'invalid_siwx_issued_at_too_old'],
+    ] as const) {
+      const { required } = await askedWithSignIn(header);
+      expect(required.accepts[0]?.amount).toBe('0');
+      expect(required.error).toContain(reason);
+    }
   });
 
   test('a sign-in is read once: replayed, it proves nothing', async () => {
