@@ -9,7 +9,8 @@ import type { Store } from '../../store/database.js';
  * refused or failed before its usage was recorded was neither paid for nor served); an id is
  * forgotten after KEPT_MS.
  */
-const LEASE_MS = 10 * 60 * 1000;
+// Longer than a request can run by default: UPSTREAM_COMPLETION_TIMEOUT_MS (10 min) after its settlement.
+const LEASE_MS = 15 * 60 * 1000;
 const KEPT_MS = 24 * 60 * 60 * 1000;
 
 /** What became of the first request that carried an id. */
