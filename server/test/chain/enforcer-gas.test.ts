@@ -1,8 +1,16 @@
-import { type Caveat, createExecution, type Delegation, ExecutionMode } from '@metamask/smart-accounts-kit';
+import {
+  type Caveat,
+  createExecution,
+  type Delegation,
+  ExecutionMode,
+  Implementation,
+  toMetaMaskSmartAccount,
+} from '@metamask/smart-accounts-kit';
 import { DelegationManager } from '@metamask/smart-accounts-kit/contracts';
 import { createCaveatBuilder, generateSalt } from '@metamask/smart-accounts-kit/utils';
 import {
   type Address,
+  concat,
   encodeFunctionData,
   erc20Abi,
   type Hex,
@@ -12,6 +20,7 @@ import {
   sliceHex,
   toFunctionSelector,
 } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   createLocalChain,
@@ -362,6 +371,36 @@ describe('gas of one session settlement (redeemDelegations), by caveat set', () 
       ]),
     );
     expect(later / 5n).toBeLessThan(CEILING.total.later);
+  });
+
+  test("a payer EOA delegating (EIP-7702) to the framework's stateless DeleGator: the client's set, settled from it", async () => {
+    const owner = privateKeyToAccount(local.accounts.payers[6]!.privateKey);
+    await local.testClient.setCode({
+      address: owner.address,
+      bytecode: concat([
+        '0xef0100',
+        local.environment.implementations.EIP7702StatelessDeleGatorImpl as Address,
+      ]),
+    });
+    await mintUsdc(local, owner.address, 1_000_000n);
+    const account = await toMetaMaskSmartAccount({
+      client: local.publicClient,
+      implementation: Implementation.Stateless7702,
+      address: owner.address,
+      signer: { account: owner },
+      environment: local.environment,
+    });
+    const delegation = clientDelegation(owner.address, CAP);
+    const signedByEoa = { ...delegation, signature: await account.signDelegation({ delegation }) };
+    const first = (await redeem(signedByEoa)).gasUsed;
+    const later = (await redeem(signedByEoa)).gasUsed;
+    console.log(
+      table([
+        ['payer account', 'first', 'later'],
+        ["EIP-7702 EOA, client's caveat set", first, later],
+      ]),
+    );
+    expect(later).toBeLessThanOrEqual(CEILING.total.later);
   });
 });
 
