@@ -56,6 +56,8 @@ describe.skipIf(!testDialects.includes('postgres'))(
 
     test('a zero-value proof names its payer on one instance only', async () => {
       const payer = privateKeyToAccount(stack.local.accounts.payers[0]!.privateKey);
+      // It holds USDC: a payer that holds none is refused before its proof is used.
+      await mintUsdc(stack.local, payer.address, 1_000_000n);
       const answers = await race(await proof(payer, 0n));
       expect(answers.map((answer) => answer.status).sort()).toEqual([200, 402]);
       const refused = answers.find((answer) => answer.status === 402)!;
