@@ -202,7 +202,6 @@ function writeCatalog(dir: string): string {
     name: 'Benchmark model (free)',
     contextLength: 200_000,
     maxOutputTokens: 8_192,
-    defaultMaxTokens: 16,
     pricing: { input: '0', output: '0' },
   };
   const path = join(dir, 'models.json');

@@ -16,7 +16,6 @@ const LOCAL_OPENAI_MODEL = {
   name: 'GPT-4o mini (simulated)',
   contextLength: 128000,
   maxOutputTokens: 16384,
-  defaultMaxTokens: 4096,
   pricing: { input: '0.15', output: '0.60', cacheRead: '0.075' },
 };
 

@@ -39,8 +39,6 @@ export interface CatalogModel {
    * what a request can cost before it is forwarded. Default DEFAULT_MAX_IMAGE_TOKENS.
    */
   maxImageTokens: number;
-  /** Sent when the client gives no max_tokens and the provider needs one. */
-  defaultMaxTokens: number;
   pricing: ModelPricing;
 }
 
@@ -130,17 +128,11 @@ export function parseCatalog(raw: unknown): Catalog {
     if (byId.has(id)) fail(`${at}.id`, `"${id}" is listed twice`);
     const contextLength = count('contextLength');
     const maxOutputTokens = count('maxOutputTokens');
-    const defaultMaxTokens = count('defaultMaxTokens');
     const maxImageTokens =
       entry.maxImageTokens === undefined ? DEFAULT_MAX_IMAGE_TOKENS : count('maxImageTokens');
     // Limits the provider would refuse: every request asking for them fails upstream.
     if (maxOutputTokens > contextLength)
       fail(`${at}.maxOutputTokens`, `of "${id}" must be at most its contextLength (${contextLength})`);
-    if (defaultMaxTokens > maxOutputTokens)
-      fail(
-        `${at}.defaultMaxTokens`,
-        `of "${id}" must be at most its maxOutputTokens (${maxOutputTokens}), or every request without max_tokens is refused upstream`,
-      );
     const pricing = entry.pricing;
     if (!isObject(pricing)) return fail(`${at}.pricing`, 'must be an object');
     checkPriceSheet(pricing, `${at}.pricing`, fail);
@@ -154,7 +146,6 @@ export function parseCatalog(raw: unknown): Catalog {
       contextLength,
       maxOutputTokens,
       maxImageTokens,
-      defaultMaxTokens,
       pricing: pricing as unknown as ModelPricing,
     };
     byId.set(id, model);

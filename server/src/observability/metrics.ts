@@ -151,7 +151,7 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
   });
   const unreportedUsage = new Counter({
     name: 'paygate_provider_usage_unreported_total',
-    help: 'Answers a provider completed without stating their usage, by provider: billed only for the tokens it did state (an OpenAI-compatible upstream ignoring stream_options.include_usage)',
+    help: 'Answers a provider completed without stating their usage, by provider: billed for the output estimated from their text, the prompt uncounted (an OpenAI-compatible upstream ignoring stream_options.include_usage)',
     labelNames: ['provider'] as const,
     registers,
   });

@@ -50,7 +50,6 @@ beforeAll(async () => {
         name: 'Echo',
         contextLength: 8192,
         maxOutputTokens: 4096,
-        defaultMaxTokens: 256,
         pricing: { input: '0.05', output: '0.10' },
       },
     ],

@@ -32,7 +32,6 @@ const model = (fields: Record<string, unknown> = {}) => ({
   name: 'Acme Small 1',
   contextLength: 32_000,
   maxOutputTokens: 8_000,
-  defaultMaxTokens: 1_000,
   pricing: { input: '0.15', output: '0.6' },
   ...fields,
 });
@@ -252,9 +251,9 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
       'models[0].maxOutputTokens of "acme/small-1" must be at most its contextLength (32000)',
     ],
     [
-      'a default max_tokens above the max output',
-      acmeCatalog({ defaultMaxTokens: 8_001 }),
-      'models[0].defaultMaxTokens of "acme/small-1" must be at most its maxOutputTokens (8000)',
+      'a zero image bound',
+      acmeCatalog({ maxImageTokens: 0 }),
+      'models[0].maxImageTokens must be a positive integer',
     ],
     [
       'an upstream without http(s) URL',
@@ -295,14 +294,14 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
     expect(catalog.find('acme/missing')).toBeUndefined();
   });
 
-  test('limits may reach the next one up: default = max output = context', () => {
-    const limits = { contextLength: 8_000, maxOutputTokens: 8_000, defaultMaxTokens: 8_000 };
+  test('limits may reach the next one up: max output = context', () => {
+    const limits = { contextLength: 8_000, maxOutputTokens: 8_000 };
     expect(parseCatalog(acmeCatalog(limits)).find('acme/small-1')).toMatchObject(limits);
   });
 
-  test('the shipped catalog keeps every default within its model limits', () => {
+  test('the shipped catalog keeps every limit within its model limits', () => {
     for (const entry of loadCatalog().models) {
-      expect(entry.defaultMaxTokens).toBeLessThanOrEqual(entry.maxOutputTokens);
+      expect(entry.maxImageTokens).toBeGreaterThan(0);
       expect(entry.maxOutputTokens).toBeLessThanOrEqual(entry.contextLength);
     }
   });

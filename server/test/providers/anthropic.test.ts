@@ -79,7 +79,7 @@ describe('Anthropic behind /v1/chat/completions', () => {
     expect(sent.headers['anthropic-version']).toBe('2023-06-01');
     expect(sent.body).toEqual({
       model: 'claude-sonnet-4-5',
-      max_tokens: 4096,
+      max_tokens: 64000,
       system: [{ type: 'text', text: 'Be brief.' }],
       messages: [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }],
       // Streamed even for a client that asked for one JSON body, so that a cut answer is still counted.
@@ -674,7 +674,7 @@ describe('Structured Outputs (response_format json_schema) on Anthropic', () => 
     expect(sent.headers).not.toHaveProperty('anthropic-beta');
     expect(sent.body).toEqual({
       model: 'claude-sonnet-4-5',
-      max_tokens: 4096,
+      max_tokens: 64000,
       system: [{ type: 'text', text: 'Report the weather.' }],
       messages: [{ role: 'user', content: [{ type: 'text', text: 'Oslo?' }] }],
       output_config: { format: { type: 'json_schema', schema: weatherReport.schema } },

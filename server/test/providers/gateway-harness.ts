@@ -33,7 +33,6 @@ function catalogWith(localUrl: string): Catalog {
         name: 'Gemini 3 Pro (preview)',
         contextLength: 1048576,
         maxOutputTokens: 65536,
-        defaultMaxTokens: 8192,
         pricing: { input: '2', output: '12', cacheRead: '0.2' },
       },
       {
@@ -43,7 +42,6 @@ function catalogWith(localUrl: string): Catalog {
         name: 'Llama 3.1 8B',
         contextLength: 131072,
         maxOutputTokens: 8192,
-        defaultMaxTokens: 1024,
         pricing: { input: '0.05', output: '0.10' },
       },
       ...['openai', 'local'].map((upstream) => ({
@@ -53,7 +51,6 @@ function catalogWith(localUrl: string): Catalog {
         name: 'o4-mini',
         contextLength: 200000,
         maxOutputTokens: 100000,
-        defaultMaxTokens: 4096,
         pricing: { input: '1.10', output: '4.40', cacheRead: '0.275' },
       })),
     ],

@@ -71,7 +71,7 @@ describe('Gemini behind /v1/chat/completions', () => {
     expect(sent.body).toEqual({
       contents: [{ role: 'user', parts: [{ text: 'Hi' }] }],
       systemInstruction: { parts: [{ text: 'Be brief.' }] },
-      generationConfig: { maxOutputTokens: 8192 },
+      generationConfig: { maxOutputTokens: 65536 },
     });
     expect(h.recorder.entries[0]!.usage).toEqual({
       inputTokens: 20,
@@ -414,7 +414,7 @@ describe('Gemini behind /v1/chat/completions', () => {
   );
 
   test.each([
-    ['medium', undefined, 8192, 4096],
+    ['medium', 12_000, 12_000, 6000],
     ['high', 10_000, 10_000, 5000],
     ['low', 1500, 1500, 750],
   ] as const)(

@@ -72,7 +72,7 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
       messages: [{ role: 'user', content: 'Salut' }],
       temperature: 0.2,
       top_k: 5,
-      max_tokens: 1024,
+      max_tokens: 8192,
       stream: true,
       stream_options: { include_usage: true },
     });
@@ -125,7 +125,7 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
       tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
       reasoning_effort: 'minimal',
       verbosity: 'low',
-      max_tokens: 1024,
+      max_tokens: 8192,
       stream: true,
       stream_options: { include_usage: true },
     });
@@ -144,7 +144,7 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
       model: 'meta-llama/Llama-3.1-8B-Instruct',
       messages: [{ role: 'user', content: 'Oslo?' }],
       response_format: responseFormat,
-      max_tokens: 1024,
+      max_tokens: 8192,
       stream: true,
       stream_options: { include_usage: true },
     });
@@ -240,7 +240,7 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
         ...limit,
       });
     const sent = h.local.log.map((request) => request.body);
-    expect(sent.map((body) => body.max_completion_tokens)).toEqual([50, 60, 4096]);
+    expect(sent.map((body) => body.max_completion_tokens)).toEqual([50, 60, 100000]);
     expect(sent.every((body) => !('max_tokens' in body))).toBe(true);
     expect(sent[0]).toMatchObject({ model: 'o4-mini' });
   });

@@ -269,7 +269,6 @@ describe('Anthropic', () => {
       contextLength: 1000,
       maxOutputTokens: 100,
       maxImageTokens: 100,
-      defaultMaxTokens: 50,
       pricing: { input: '1', output: '1' },
     };
     const tool = { type: 'function' as const, function: { name: 'f' } };
@@ -441,9 +440,7 @@ describe('Gemini', () => {
 });
 
 describe('the conversation as each provider takes it', () => {
-  const claude = { providerModel: 'claude', defaultMaxTokens: 64 } as Parameters<
-    typeof anthropicRequestBody
-  >[1];
+  const claude = { providerModel: 'claude' } as Parameters<typeof anthropicRequestBody>[1];
   const anthropicOf = (messages: ChatMessage[], extra: Partial<ChatRequest> = {}) =>
     anthropicRequestBody({ messages, ...extra }, claude)({ outputTokens: 64 }) as Record<string, unknown>;
 

@@ -33,12 +33,12 @@ export function gateDouble(responseHeaders: Record<string, string> = {}): GateDo
       return {
         payer: TEST_PAYER,
         rail: 'session',
-        // Unless set, the client's limit, else the model's catalog default (a double knows no payer to clamp to).
+        // Unless set, the client's limit, else the model's maximum (a double knows no payer to clamp to).
         outputTokens:
           gate.outputTokens ??
           request.request.max_completion_tokens ??
           request.request.max_tokens ??
-          request.model.defaultMaxTokens,
+          request.model.maxOutputTokens,
         responseHeaders,
         ...(gate.owed && { owedHeaders: async () => gate.owed ?? {} }),
         release() {
