@@ -3,7 +3,7 @@ import type { Address } from 'viem';
 import type { PaymentRail } from '../services/chat-contracts.js';
 import type { Store } from '../store/database.js';
 import { exactSum, readSum, toBigInt } from '../store/exact-sum.js';
-import { costsSomething, isUnfinished } from './settlements.js';
+import { costsSomething, isUnfinished, WEI_PER_GWEI } from './settlements.js';
 
 const DAY_MS = 86_400_000;
 
@@ -54,7 +54,7 @@ export async function economicsByDay(
         eb.fn.count('tx_hash').as('settlements'),
         eb.fn.sum('gas_used').as('gas'),
       ])
-      .select(exactSum('fee_wei', 'fee'))
+      .select([...exactSum('fee_gwei', 'feeGwei'), ...exactSum('fee_remainder_wei', 'feeRest')])
       .where(sql<SqlBool>`status = 'confirmed'`)
       .where('confirmed_at', '>=', from)
       .where('confirmed_at', '<', to)
@@ -88,7 +88,7 @@ export async function economicsByDay(
     const found = bucket(row.day, row.rail);
     found.settlements = Number(toBigInt(row.settlements));
     found.gasUsed = toBigInt(row.gas);
-    found.feeWei = readSum(row, 'fee');
+    found.feeWei = readSum(row, 'feeGwei') * WEI_PER_GWEI + readSum(row, 'feeRest');
   }
   return [...buckets.keys()].sort().map((key) => buckets.get(key) as EconomicsBucket);
 }

@@ -389,7 +389,7 @@ export async function confirmSettlement(
         tx_hash: receipt.txHash,
         block_number: receipt.blockNumber ?? null,
         gas_used: receipt.gasUsed ?? null,
-        fee_wei: receipt.feeWei ?? null,
+        ...feeColumns(receipt.feeWei ?? null),
         confirmed_at: now,
         updated_at: now,
       })
@@ -632,6 +632,14 @@ async function unchangedOrThrow(
   throw new SettlementStateError(`settlement ${id} is ${current.status}; it cannot become ${wanted}`);
 }
 
+export const WEI_PER_GWEI = 1_000_000_000n;
+
+/** A fee in the two columns that hold it (see SettlementsTable.fee_gwei). */
+function feeColumns(feeWei: bigint | null) {
+  if (feeWei === null) return { fee_gwei: null, fee_remainder_wei: null };
+  return { fee_gwei: feeWei / WEI_PER_GWEI, fee_remainder_wei: feeWei % WEI_PER_GWEI };
+}
+
 export function toSettlement(row: Selectable<SettlementsTable>): Settlement {
   const date = (ms: bigint | null) => (ms === null ? null : new Date(Number(ms)));
   return {
@@ -649,7 +657,7 @@ export function toSettlement(row: Selectable<SettlementsTable>): Settlement {
     payTo: row.pay_to,
     blockNumber: row.block_number,
     gasUsed: row.gas_used,
-    feeWei: row.fee_wei,
+    feeWei: row.fee_gwei === null ? null : row.fee_gwei * WEI_PER_GWEI + (row.fee_remainder_wei ?? 0n),
     failureReason: row.failure_reason,
     createdAt: new Date(Number(row.created_at)),
     updatedAt: new Date(Number(row.updated_at)),

@@ -92,8 +92,10 @@ export interface SettlementsTable {
   block_number: NullableInt;
   /** Gas its transaction used, when the gateway's relayer sent it (null: a remote facilitator did, or none was sent). */
   gas_used: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
-  /** Wei the relayer paid for it, L1 data fee included (0: a remote facilitator paid; null: not known). */
-  fee_wei: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
+  /** Whole gwei the relayer paid for it, L1 data fee included (0: a remote facilitator paid; null: not known). */
+  fee_gwei: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
+  /** The rest of that fee, below a gwei, in wei: in wei alone a fee passes int8 at 9.2 ETH. */
+  fee_remainder_wei: ColumnType<bigint | null, bigint | null | undefined, bigint | null>;
   failure_reason: string | null;
   created_at: Millis;
   updated_at: Millis;
