@@ -1,4 +1,3 @@
-import { APIError, type OpenAI } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
 import { startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import { buildApp } from '../../src/app.js';
@@ -7,7 +6,7 @@ import type { Store } from '../../src/store/database.js';
 import { gateDouble, statedCost } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { collect, type Harness, startHarness } from './gateway-harness.js';
+import { collect, failure, type Harness, readUntilFailure, startHarness } from './gateway-harness.js';
 
 /**
  * Every upstream call is read from the provider as a stream, a whole answer too: however it ends
@@ -34,26 +33,6 @@ beforeEach(() => {
   h.recorder.entries.length = 0;
   h.gate.outputTokens = undefined;
 });
-
-async function failure(promise: Promise<unknown>): Promise<APIError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(APIError);
-  return error as APIError;
-}
-
-/** Reads a stream until it fails; returns the text that came before and the error. */
-async function readUntilFailure(stream: AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>) {
-  let text = '';
-  try {
-    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
-  } catch (error) {
-    return { text, error: error as APIError };
-  }
-  throw new Error(`the stream ended without an error after "${text}"`);
-}
 
 const usage = (counts: { inputTokens: number; outputTokens: number }) => ({
   cacheReadTokens: 0,

@@ -1,10 +1,10 @@
-import OpenAI, { APIError } from 'openai';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { ApiError } from '../../src/http/errors.js';
 import { gateDouble, recorderDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
-import { collect, type Harness, startHarness } from './gateway-harness.js';
+import { collect, failure, type Harness, readUntilFailure, startHarness } from './gateway-harness.js';
 
 const CLAUDE = 'anthropic/claude-haiku-4.5';
 const GEMINI = 'google/gemini-2.5-pro';
@@ -28,26 +28,6 @@ beforeEach(() => {
   h.gate.refusal = undefined;
   h.gate.owed = undefined;
 });
-
-async function failure(promise: Promise<unknown>): Promise<APIError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(APIError);
-  return error as APIError;
-}
-
-/** Reads a stream until it fails; returns the text that came before and the error. */
-async function readUntilFailure(stream: AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>) {
-  let text = '';
-  try {
-    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
-  } catch (error) {
-    return { text, error: error as APIError };
-  }
-  throw new Error(`the stream ended without an error after "${text}"`);
-}
 
 /** A stream request, without the openai client's retries. */
 function rawRequest(model: string): Promise<Response> {

@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import OpenAI from 'openai';
+import OpenAI, { APIError } from 'openai';
+import { expect } from 'vitest';
 import { startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import { startGeminiSimulator } from '../../devkit/simulators/gemini.js';
 import { startOpenAICompatibleSimulator } from '../../devkit/simulators/openai-compatible.js';
@@ -122,3 +123,24 @@ export const weatherReport = {
   },
 };
 export const report = { city: 'Oslo', celsius: -3 };
+
+/** The API error a request failed with (it must fail with one). */
+export async function failure(promise: Promise<unknown>): Promise<APIError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(APIError);
+  return error as APIError;
+}
+
+/** Reads a stream until it fails; returns the text that came before and the error. */
+export async function readUntilFailure(stream: AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>) {
+  let text = '';
+  try {
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+  } catch (error) {
+    return { text, error: error as APIError };
+  }
+  throw new Error(`the stream ended without an error after "${text}"`);
+}
