@@ -98,7 +98,7 @@ const FREE_MODEL = 'anthropic/bench-free';
 const PAID_MODEL = 'anthropic/claude-sonnet-4.5';
 const RESULTS_DIR = join(SERVER_DIR, '..', 'bench-results');
 
-/** The targets of the issue this benchmark answers. */
+/** The project's targets, which the benchmark reports against (docs/performance.md). */
 const TARGETS = {
   requestsPerSecond: 5_000,
   addedP50Ms: 1,

@@ -1,6 +1,6 @@
 import type { ApiErrorBody } from './envelope.js';
 
-/** Stable error codes; documented in README.md. */
+/** Stable error codes; documented in docs/api.md. */
 export type ErrorCode =
   | 'validation_error'
   | 'invalid_json'

@@ -52,7 +52,7 @@ const piece = fc.oneof(
 const path = fc
   .tuple(prefix, fc.array(piece, { maxLength: 6 }))
   .map(([start, rest]) => start + rest.join(''))
-  // `//…` names a host, not a path; /graphql answers in GraphQL's own format (README, GraphQL).
+  // `//…` names a host, not a path; /graphql answers in GraphQL's own format (docs/api.md, GraphQL).
   .filter((url) => !url.startsWith('//') && decodedOrSelf(url) !== '/graphql');
 
 function decodedOrSelf(url: string): string {

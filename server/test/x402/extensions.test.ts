@@ -36,7 +36,7 @@ import {
 const stack = useX402Stack();
 const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
 
-/** The stock client as the README shows it (see `signedInOpenai`). */
+/** The stock client as docs/payments.md shows it (see `signedInOpenai`). */
 const singleWrapClient = (signer: PayerSigner & SignInSigner, paymentId?: string) =>
   signedInOpenai(stack.gateway.url, stack.local, signer, paymentId);
 

@@ -85,7 +85,7 @@ export interface SignInSigner {
 }
 
 /**
- * The official client paying as the README shows it: `@x402/fetch` wrapped once around the sign-in
+ * The official client paying as docs/payments.md shows it: `@x402/fetch` wrapped once around the sign-in
  * extension's fetch (which answers the first 402's challenge, so the 402 the payment client reads
  * states the debt), the sign-in client extension registered, and with `paymentId`, every proof
  * carrying it (`payment-identifier`). Every exchange is recorded.
