@@ -243,15 +243,20 @@ describe.skipIf(!postgresUrl)('leadership on PostgreSQL (DATABASE_URL)', () => {
 async function terminateHolder(url: string, key: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
+  const holders = `from pg_locks l
+     where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+       and l.classid::bigint = ((${ADVISORY_LOCK_ID} >> 32) & 4294967295)
+       and l.objid::bigint = (${ADVISORY_LOCK_ID} & 4294967295)`;
   try {
-    const { rowCount } = await client.query(
-      `select pg_terminate_backend(l.pid) from pg_locks l
-       where l.locktype = 'advisory' and l.granted and l.objsubid = 1
-         and l.classid::bigint = ((${ADVISORY_LOCK_ID} >> 32) & 4294967295)
-         and l.objid::bigint = (${ADVISORY_LOCK_ID} & 4294967295)`,
-      [key],
-    );
+    const { rowCount } = await client.query(`select pg_terminate_backend(l.pid) ${holders}`, [key]);
     expect(rowCount).toBe(1);
+    // pg_terminate_backend only signals the backend: the lock is free once the backend has exited.
+    await expect
+      .poll(async () => (await client.query(`select 1 ${holders}`, [key])).rowCount, {
+        timeout: 5_000,
+        interval: 20,
+      })
+      .toBe(0);
   } finally {
     await client.end();
   }
