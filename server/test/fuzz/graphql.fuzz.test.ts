@@ -9,7 +9,7 @@ import { hostileJson, hostileString, RUNS } from './hostile.js';
 
 /** Hostile GraphQL requests: never a 500, always the GraphQL error format with a code. */
 const ADMIN_TOKEN = 'fuzz-admin-token-0123456789';
-// BODY_LIMIT_BYTES' default, as in production: queries above GraphQL's own size limits reach it.
+// A body limit far above GraphQL's own size limits, so hostile queries that large reach GraphQL.
 const app = await buildApp(
   testConfig({
     adminToken: ADMIN_TOKEN,

@@ -801,7 +801,7 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
 describe('query texts too long to parse and validate quickly', () => {
   let app: FastifyInstance;
   beforeAll(async () => {
-    // BODY_LIMIT_BYTES' default, as in production: a query as long as a whole body reaches GraphQL.
+    // A body limit far above GraphQL's own size limits: a query as long as a whole body reaches GraphQL.
     const limits = { bodyLimitBytes: 4 * 1024 * 1024 } as GatewayConfig['limits'];
     app = await buildApp(testConfig({ limits }), { checks: [] });
   });
