@@ -6,6 +6,13 @@ import { exactSum, readSum, toBigInt } from '../store/exact-sum.js';
 import { costsSomething, isUnfinished, WEI_PER_GWEI } from './settlements.js';
 
 const DAY_MS = 86_400_000;
+/** Days the economics cover when no start is given: 30 whole UTC days, today's included. */
+const DEFAULT_ECONOMICS_DAYS = 30;
+
+/** The default start of the economics up to `to`: the start of the UTC day 29 days before `to`'s. */
+export function defaultEconomicsFrom(to: Date): Date {
+  return new Date((Math.floor(to.getTime() / DAY_MS) - (DEFAULT_ECONOMICS_DAYS - 1)) * DAY_MS);
+}
 
 /** What the operator earned and spent on one UTC day on one rail. */
 export interface EconomicsBucket {
@@ -91,6 +98,23 @@ export async function economicsByDay(
     found.feeWei = readSum(row, 'feeGwei') * WEI_PER_GWEI + readSum(row, 'feeRest');
   }
   return [...buckets.keys()].sort().map((key) => buckets.get(key) as EconomicsBucket);
+}
+
+/** Each rail's days of `buckets` added up, in rail order. */
+export function economicsByRail(buckets: EconomicsBucket[]): Array<Omit<EconomicsBucket, 'day'>> {
+  const rails = new Map<PaymentRail, Omit<EconomicsBucket, 'day'>>();
+  for (const { day: _day, ...bucket } of buckets) {
+    const total = rails.get(bucket.rail);
+    if (!total) rails.set(bucket.rail, bucket);
+    else {
+      total.requests += bucket.requests;
+      total.commissionPicoUsd += bucket.commissionPicoUsd;
+      total.settlements += bucket.settlements;
+      total.gasUsed += bucket.gasUsed;
+      total.feeWei += bucket.feeWei;
+    }
+  }
+  return [...rails.keys()].sort().map((rail) => rails.get(rail) as Omit<EconomicsBucket, 'day'>);
 }
 
 /** A payer's unpaid debt, as the operator's list of the largest shows it. */

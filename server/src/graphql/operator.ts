@@ -1,6 +1,6 @@
 import type { IResolvers, MercuriusContext } from 'mercurius';
 import { formatEther } from 'viem';
-import { economicsByDay, largestDebtors } from '../billing/operator-reports.js';
+import { defaultEconomicsFrom, economicsByDay, largestDebtors } from '../billing/operator-reports.js';
 import { type SettlementStatus, settlementsIn } from '../billing/settlements.js';
 import { type RelayerFunds, readLedgerSnapshot } from '../observability/index.js';
 import { chainErrorReason } from '../payments/chain-client.js';
@@ -25,7 +25,6 @@ export interface OperatorSources {
 }
 
 const DAY_MS = 86_400_000;
-const DEFAULT_ECONOMICS_DAYS = 30;
 /** A leap year: a year of days can always be asked at once. */
 const MAX_ECONOMICS_DAYS = 366;
 
@@ -41,8 +40,7 @@ function requireOperator(context: MercuriusContext): void {
  */
 function economicsRange(args: { from?: Date | null; to?: Date | null }): { from: Date; to: Date } {
   const to = args.to ?? new Date();
-  const from =
-    args.from ?? new Date((Math.floor(to.getTime() / DAY_MS) - (DEFAULT_ECONOMICS_DAYS - 1)) * DAY_MS);
+  const from = args.from ?? defaultEconomicsFrom(to);
   if (from.getTime() >= to.getTime()) throw graphqlError('BAD_USER_INPUT', 'from must be before to');
   if (to.getTime() - from.getTime() > MAX_ECONOMICS_DAYS * DAY_MS)
     throw graphqlError('BAD_USER_INPUT', `from and to must be at most ${MAX_ECONOMICS_DAYS} days apart`);

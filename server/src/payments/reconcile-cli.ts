@@ -1,13 +1,17 @@
 import { parseArgs } from 'node:util';
 import { BaseError, createPublicClient, http, webSocket } from 'viem';
+import { economicsReport, formatEconomics, picoUsdPerEth } from '../billing/economics-report.js';
+import { defaultEconomicsFrom } from '../billing/operator-reports.js';
 import { ConfigError, loadReconcileConfig } from '../config.js';
 import { openStore } from '../store/database.js';
 import { formatReconciliation, reconcileLedger } from './reconcile-ledger.js';
 
-const USAGE = `npm run reconcile -- [--from-block N] [--to-block N] [--json]
+const USAGE = `npm run reconcile -- [--from-block N] [--to-block N] [--since DATE] [--until DATE] [--eth-usd PRICE] [--json]
 Compares the ledger (DATABASE_URL) with the USDC transfers on CHAIN_RPC_URL to the treasury
 each settlement paid (TREASURY_ADDRESS for those that recorded none). With the gateway's
 SESSION_KEY_PRIVATE_KEY, a transfer its key sent that no settlement records is a mismatch.
+Then states commission earned against gas spent per rail from --since (default: 30 days, today's
+included) until --until (default: now), with the gas valued in USD when --eth-usd is given.
 Exit 0: consistent. 1: mismatches (listed). 2: the check could not run.`;
 
 /** `npm run reconcile`: the ledger against the chain, as a report and an exit code. */
@@ -17,6 +21,9 @@ async function reconcile(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  const ethUsd = values['eth-usd'];
+  if (ethUsd !== undefined && picoUsdPerEth(ethUsd) === undefined)
+    throw new UsageError(`--eth-usd must be a price in USD such as 3000 or 2450.75, got "${ethUsd}"`);
   const config = loadReconcileConfig();
   const rpcUrl = config.chain.rpcUrl;
   const overWebSocket = /^wss?:/.test(rpcUrl);
@@ -37,10 +44,18 @@ async function reconcile(): Promise<number> {
         toBlock: blockOption(values['to-block'], '--to-block'),
       },
     );
+    const until = dateOption(values.until, '--until') ?? new Date();
+    const since = dateOption(values.since, '--since') ?? defaultEconomicsFrom(until);
+    if (since.getTime() >= until.getTime()) throw new UsageError('--since must be before --until');
+    const economics = await economicsReport(store, { from: since, to: until }, values['eth-usd']);
     console.log(
       values.json
-        ? JSON.stringify(result, (_key, value) => (typeof value === 'bigint' ? value.toString() : value), 2)
-        : formatReconciliation(result),
+        ? JSON.stringify(
+            { ...result, economics },
+            (_key, value) => (typeof value === 'bigint' ? value.toString() : value),
+            2,
+          )
+        : `${formatReconciliation(result)}\n\n${formatEconomics(economics)}`,
     );
     return result.consistent ? 0 : 1;
   } finally {
@@ -58,6 +73,9 @@ function parseOptions() {
       options: {
         'from-block': { type: 'string' },
         'to-block': { type: 'string' },
+        since: { type: 'string' },
+        until: { type: 'string' },
+        'eth-usd': { type: 'string' },
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', default: false },
       },
@@ -71,6 +89,16 @@ function blockOption(value: string | undefined, name: string): bigint | undefine
   if (value === undefined) return undefined;
   if (!/^\d+$/.test(value)) throw new UsageError(`${name} must be a block number, got "${value}"`);
   return BigInt(value);
+}
+
+function dateOption(value: string | undefined, name: string): Date | undefined {
+  if (value === undefined) return undefined;
+  const date = /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(value)
+    ? new Date(value)
+    : undefined;
+  if (!date || Number.isNaN(date.getTime()))
+    throw new UsageError(`${name} must be a date such as 2026-11-01 or 2026-11-01T12:00:00Z, got "${value}"`);
+  return date;
 }
 
 class UsageError extends Error {}

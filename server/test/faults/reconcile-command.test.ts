@@ -245,9 +245,18 @@ test('the command refuses a configuration it cannot use (exit 2, the variable na
   const option = await reconcileCommand(['--from-block', 'latest']);
   expect(option.code).toBe(2);
   expect(option.stderr).toMatch(/^--from-block must be a block number, got "latest"/);
-  const unknown = await reconcileCommand(['--since', '5']);
+  const unknown = await reconcileCommand(['--from', '5']);
   expect(unknown.code).toBe(2);
-  expect(unknown.stderr).toMatch(/Unknown option '--since'/);
+  expect(unknown.stderr).toMatch(/Unknown option '--from'/);
+  const price = await reconcileCommand(['--eth-usd', '3,000']);
+  expect(price.code).toBe(2);
+  expect(price.stderr).toMatch(/^--eth-usd must be a price in USD such as 3000 or 2450.75, got "3,000"/);
+  const date = await reconcileCommand(['--since', 'yesterday']);
+  expect(date.code).toBe(2);
+  expect(date.stderr).toMatch(/^--since must be a date such as 2026-11-01/);
+  const backwards = await reconcileCommand(['--since', '2026-11-02', '--until', '2026-11-01']);
+  expect(backwards.code).toBe(2);
+  expect(backwards.stderr).toMatch(/^--since must be before --until/);
 });
 
 test('blocks after --to-block are not searched: a later transfer outside the ledger goes unseen', async () => {
@@ -300,4 +309,55 @@ test('each settlement is checked against the treasury it paid, which TREASURY_AD
   await setSettlement({ pay_to: null });
   expect(about(await reconcile(earlier))).toEqual([]);
   expect(about(await reconcile(moved)).map((finding) => finding.kind)).toContain('transfer_missing');
+});
+
+test('the command states commission earned against gas spent per rail over a period, in USD at a given ETH price', async () => {
+  const { store } = stack.gateway;
+  await payersWithOneSettlement();
+  // What the ledger holds, added up here in plain JavaScript.
+  const records = await store.db.selectFrom('usage_records').select(['commission_pico', 'rail']).execute();
+  const settled = await store.db
+    .selectFrom('settlements')
+    .select(['gas_used', 'fee_gwei', 'fee_remainder_wei', 'tx_hash'])
+    .where('status', '=', 'confirmed')
+    .execute();
+  expect(new Set(records.map((record) => record.rail))).toEqual(new Set(['x402']));
+  const commission = records.reduce((sum, record) => sum + BigInt(record.commission_pico), 0n);
+  const gas = settled.reduce((sum, row) => sum + BigInt(row.gas_used ?? 0n), 0n);
+  const feeWei = settled.reduce(
+    (sum, row) => sum + BigInt(row.fee_gwei ?? 0n) * 10n ** 9n + BigInt(row.fee_remainder_wei ?? 0n),
+    0n,
+  );
+  expect(commission).toBeGreaterThan(0n);
+  expect(gas).toBeGreaterThan(0n);
+
+  const report = await reconcileCommand(['--json', '--eth-usd', '3000']);
+  const { economics } = JSON.parse(report.stdout);
+  const gasUsd = (feeWei * 3000n * 10n ** 12n + 10n ** 18n - 1n) / 10n ** 18n;
+  expect(economics.ethUsd).toBe('3000');
+  expect(economics.rails).toEqual([
+    {
+      rail: 'x402',
+      requests: String(records.length),
+      commissionPicoUsd: String(commission),
+      settlements: settled.filter((row) => row.tx_hash !== null).length,
+      gasUsed: String(gas),
+      feeWei: String(feeWei),
+      gasPicoUsd: String(gasUsd),
+      netPicoUsd: String(commission - gasUsd),
+    },
+  ]);
+
+  const text = await reconcileCommand(['--eth-usd', '3000']);
+  expect(text.stdout).toContain('Commission against gas, ');
+  expect(text.stdout).toMatch(
+    new RegExp(
+      `- x402 rail: ${records.length} requests, commission [0-9.]+ USD; \\d+ settlements, ${gas} gas, [0-9.]+ ETH \\([0-9.]+ USD at 3000 USD/ETH\\); net -?[0-9.]+ USD`,
+    ),
+  );
+  // A period that ends before any of it: nothing.
+  const before = await reconcileCommand(['--since', '2020-01-01', '--until', '2020-01-02']);
+  expect(before.stdout).toContain(
+    'Commission against gas, 2020-01-01T00:00:00.000Z to 2020-01-02T00:00:00.000Z: no requests and no settlements.',
+  );
 });
