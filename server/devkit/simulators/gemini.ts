@@ -19,7 +19,9 @@ import {
   tokenCount,
 } from './simulator-server.js';
 
+/** Gemini's FinishReason enum (google.ai.generativelanguage v1beta). */
 export type GeminiFinishReason =
+  | 'FINISH_REASON_UNSPECIFIED'
   | 'STOP'
   | 'MAX_TOKENS'
   | 'SAFETY'
@@ -29,7 +31,17 @@ export type GeminiFinishReason =
   | 'BLOCKLIST'
   | 'PROHIBITED_CONTENT'
   | 'SPII'
-  | 'MALFORMED_FUNCTION_CALL';
+  | 'MALFORMED_FUNCTION_CALL'
+  | 'IMAGE_SAFETY'
+  | 'IMAGE_PROHIBITED_CONTENT'
+  | 'IMAGE_OTHER'
+  | 'NO_IMAGE'
+  | 'IMAGE_RECITATION'
+  | 'UNEXPECTED_TOOL_CALL'
+  | 'TOO_MANY_TOOL_CALLS';
+
+/** Why Gemini refused a prompt (`promptFeedback.blockReason`). */
+export type GeminiBlockReason = 'SAFETY' | 'OTHER' | 'BLOCKLIST' | 'PROHIBITED_CONTENT' | 'IMAGE_SAFETY';
 
 export interface GeminiWireUsage {
   promptTokenCount?: number;
@@ -39,7 +51,10 @@ export interface GeminiWireUsage {
   toolUsePromptTokenCount?: number;
 }
 
-export type GeminiReply = ScriptedReply<GeminiFinishReason, GeminiWireUsage>;
+export type GeminiReply = ScriptedReply<GeminiFinishReason, GeminiWireUsage> & {
+  /** The prompt is refused: one chunk without candidates, the reason in `promptFeedback`. */
+  blockReason?: GeminiBlockReason;
+};
 export type GeminiStep = ScriptStep<GeminiReply>;
 
 const STATUS_NAMES: Record<number, string> = {
@@ -85,10 +100,14 @@ export function startGeminiSimulator(options: SimulatorOptions = {}): Promise<Si
     const step = next() ?? defaultReply(body);
     if ('hang' in step) return exchange.hang();
     if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
-    const chunks = responseChunks(body, step, modelName);
-    if (SIGNING_MODEL.test(modelName)) signFirstCall(chunks, signatures);
     // Always served as with `alt=sse` (the JSON-array form is not simulated).
     const error = errorBody({ status: 500, message: 'An internal error has occurred. Please retry.' });
+    if (step.blockReason) {
+      const blocked = { text: sseFrame(blockedPrompt(body, step.blockReason, modelName)), finalUsage: true };
+      return sendFrames(exchange, [blocked], step, sseFrame(error));
+    }
+    const chunks = responseChunks(body, step, modelName);
+    if (SIGNING_MODEL.test(modelName)) signFirstCall(chunks, signatures);
     const frames = chunks.map(
       (chunk, i): Frame => ({
         text: sseFrame(chunk),
@@ -218,6 +237,29 @@ function defaultReply(body: any): GeminiReply {
   return { text: echo.pieces, stop: echo.truncated ? 'MAX_TOKENS' : 'STOP' };
 }
 
+/** A refused prompt: no candidates, the reason in `promptFeedback`, the prompt counted. */
+// biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+function blockedPrompt(body: any, blockReason: GeminiBlockReason, model: string) {
+  const promptTokenCount = Math.max(1, tokenCount(promptText(body)));
+  return {
+    promptFeedback: {
+      blockReason,
+      safetyRatings: [{ category: 'HARM_CATEGORY_DANGEROUS_CONTENT', probability: 'HIGH', blocked: true }],
+    },
+    usageMetadata: usageMetadata({ promptTokenCount }),
+    modelVersion: model,
+    responseId: randomId(''),
+  };
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+function promptText(body: any): string {
+  return [
+    textOf(body.systemInstruction?.parts),
+    ...body.contents.map((c: { parts: unknown }) => textOf(c.parts)),
+  ].join(' ');
+}
+
 /**
  * The answer as the streamed chunks the real API sends: thoughts, then text piece by piece, then
  * the function calls; the last chunk carries the finishReason and the final usage.
@@ -233,16 +275,7 @@ function responseChunks(body: any, reply: GeminiReply, model: string) {
   if (calls.length > 0) groups.push(calls);
   if (groups.length === 0) groups.push([]);
 
-  const prompt = [
-    textOf(body.systemInstruction?.parts),
-    ...body.contents.map((c: { parts: unknown }) => textOf(c.parts)),
-  ];
-  const promptTokens =
-    reply.usage?.promptTokenCount ??
-    Math.max(
-      1,
-      prompt.reduce((sum, t) => sum + tokenCount(t), 0),
-    );
+  const promptTokens = reply.usage?.promptTokenCount ?? Math.max(1, tokenCount(promptText(body)));
   const text = piecesOf(reply.text).join('');
   // Known from the first chunk on: the prompt's counts, and the thoughts, which come first.
   const counted: GeminiWireUsage = {

@@ -22,6 +22,7 @@
  * - Thought parts (`thought: true`) are not part of the OpenAI answer; their tokens are reasoning tokens.
  * - An answer ending with MALFORMED_FUNCTION_CALL (or UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS) is a
  *   provider error, billed as counted: OpenAI has no finish reason for it, and `stop` would pass for done.
+ *   Any other reason but STOP and MAX_TOKENS (a filter, OTHER, a blocked prompt) is `content_filter`.
  * - `seed` and `top_k` are 32-bit integers for Gemini (OpenAI's `seed` is 64-bit): one out of that
  *   range is a 400 naming the field before any payment, not a 502 once Gemini refuses it.
  * - Penalties are dropped without error: Gemini 2.5 and later refuse any but 0 ("Penalty is not
@@ -312,16 +313,6 @@ function toolCallOf({ functionCall: call, thoughtSignature }: FunctionCallPart):
   };
 }
 
-const FILTERED = new Set([
-  'SAFETY',
-  'RECITATION',
-  'LANGUAGE',
-  'BLOCKLIST',
-  'PROHIBITED_CONTENT',
-  'SPII',
-  'IMAGE_SAFETY',
-]);
-
 /**
  * Finish reasons of an answer whose function calls Gemini could not make (an invalid call, a call
  * with no tools declared, too many): no content, no usable call. Passed on as `stop` it would end
@@ -337,10 +328,16 @@ function failedCalls(reason: string, usage: MeteredUsage): ProviderError {
   );
 }
 
-export function geminiFinishReason(reason: string | undefined, calledFunctions: boolean): FinishReason {
+/**
+ * STOP and MAX_TOKENS end an answer as the model meant or as its cap cut it. Every other reason
+ * (the safety, recitation, blocklist, PII, language and image filters, OTHER, an unspecified one, one
+ * added after this was written) is Gemini withholding the rest of the answer: `content_filter`, the
+ * only OpenAI reason that does not pass it for finished.
+ */
+export function geminiFinishReason(reason: string, calledFunctions: boolean): FinishReason {
   if (reason === 'MAX_TOKENS') return 'length';
-  if (reason !== undefined && FILTERED.has(reason)) return 'content_filter';
-  return calledFunctions ? 'tool_calls' : 'stop';
+  if (reason === 'STOP') return calledFunctions ? 'tool_calls' : 'stop';
+  return 'content_filter';
 }
 
 /**
@@ -401,7 +398,8 @@ export class GeminiStreamDecoder implements StreamDecoder {
         parts.push({ type: 'delta', toolCalls: [{ index: this.toolCalls++, ...call }] });
       }
     }
-    if (data.promptFeedback?.blockReason && !candidate) this.finishReason = 'SAFETY';
+    // A prompt Gemini refused comes back without candidates, its reason in promptFeedback.
+    if (data.promptFeedback?.blockReason && !candidate) this.finishReason = data.promptFeedback.blockReason;
     else if (candidate?.finishReason && this.finishReason === undefined)
       this.finishReason = candidate.finishReason;
     return parts;

@@ -576,6 +576,28 @@ describe('Anthropic behind /v1/chat/completions', () => {
     expect(answer.usage!.completion_tokens).toBe(3);
   });
 
+  test.each([false, true])(
+    'a refusal stop_reason (Claude declining to go on; stream: %s) is finish_reason content_filter, billed as counted',
+    async (stream) => {
+      h.anthropic.script({ text: ['I cannot ', 'help'], stop: 'refusal', usage: { input_tokens: 7 } });
+      const request = { model: MODEL, messages: [{ role: 'user' as const, content: 'Something harmful.' }] };
+      if (stream) {
+        const chunks = await collect(await h.client.chat.completions.create({ ...request, stream }));
+        expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('')).toBe('I cannot help');
+        expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe('content_filter');
+      } else {
+        const answer = await h.client.chat.completions.create(request);
+        expect(answer.choices[0]).toMatchObject({
+          finish_reason: 'content_filter',
+          message: { content: 'I cannot help' },
+        });
+      }
+      expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+        { inputTokens: 7, outputTokens: 3, exact: true },
+      ]);
+    },
+  );
+
   test('a multi-turn history: consecutive turns of one role are merged, parallel tool results grouped', async () => {
     await h.client.chat.completions.create({
       model: MODEL,

@@ -542,6 +542,78 @@ describe('Gemini behind /v1/chat/completions', () => {
     expect(filtered.choices[0]).toMatchObject({ finish_reason: 'content_filter', message: { content: '' } });
   });
 
+  const withheld = [
+    'SAFETY',
+    'RECITATION',
+    'LANGUAGE',
+    'OTHER',
+    'BLOCKLIST',
+    'PROHIBITED_CONTENT',
+    'SPII',
+    'IMAGE_SAFETY',
+    'IMAGE_PROHIBITED_CONTENT',
+    'IMAGE_RECITATION',
+    'IMAGE_OTHER',
+    'NO_IMAGE',
+    'FINISH_REASON_UNSPECIFIED',
+  ] as const;
+  test.each(withheld)(
+    'an answer Gemini ends with %s is content_filter, streamed or not, never a clean stop; billed as counted',
+    async (stop) => {
+      h.gemini.script(
+        { text: ['The start ', 'of it'], stop, usage: { promptTokenCount: 9 } },
+        { text: ['The start ', 'of it'], stop, usage: { promptTokenCount: 9 } },
+      );
+      const whole = await h.client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Go.' }],
+      });
+      expect(whole.choices[0]).toMatchObject({
+        finish_reason: 'content_filter',
+        message: { content: 'The start of it' },
+      });
+      const chunks = await collect(
+        await h.client.chat.completions.create({
+          model: MODEL,
+          messages: [{ role: 'user', content: 'Go.' }],
+          stream: true,
+        }),
+      );
+      expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('')).toBe('The start of it');
+      expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe('content_filter');
+      expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+        { inputTokens: 9, outputTokens: 4, exact: true },
+        { inputTokens: 9, outputTokens: 4, exact: true },
+      ]);
+    },
+  );
+
+  test.each([false, true])(
+    'a prompt Gemini blocks (promptFeedback.blockReason, no candidates; stream: %s) is an empty content_filter answer',
+    async (stream) => {
+      h.gemini.script({ blockReason: 'PROHIBITED_CONTENT' });
+      const request = {
+        model: MODEL,
+        messages: [{ role: 'user' as const, content: 'Something prohibited.' }],
+      };
+      if (stream) {
+        const chunks = await collect(await h.client.chat.completions.create({ ...request, stream }));
+        expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('')).toBe('');
+        expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe('content_filter');
+      } else {
+        const answer = await h.client.chat.completions.create(request);
+        expect(answer.choices[0]).toMatchObject({
+          finish_reason: 'content_filter',
+          message: { content: '' },
+        });
+      }
+      // Gemini counts the refused prompt; the gateway bills what it counted.
+      expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
+        { inputTokens: 2, outputTokens: 0, exact: true },
+      ]);
+    },
+  );
+
   test.each([false, true])(
     'MALFORMED_FUNCTION_CALL (stream: %s) is a 502 a client retries, billed as Gemini counted, not a stop',
     async (stream) => {

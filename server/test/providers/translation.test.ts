@@ -321,13 +321,20 @@ describe('Gemini', () => {
     });
   });
 
-  test('finish reasons: STOP with calls is tool_calls, filters are content_filter', () => {
+  test('finish reasons: STOP with calls is tool_calls, any reason but STOP and MAX_TOKENS is content_filter', () => {
     expect(geminiFinishReason('STOP', false)).toBe('stop');
     expect(geminiFinishReason('STOP', true)).toBe('tool_calls');
     expect(geminiFinishReason('MAX_TOKENS', true)).toBe('length');
-    for (const reason of ['SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII'])
+    for (const reason of [
+      'SAFETY',
+      'RECITATION',
+      'BLOCKLIST',
+      'PROHIBITED_CONTENT',
+      'SPII',
+      'OTHER',
+      'A_NEW_ONE',
+    ])
       expect(geminiFinishReason(reason, false)).toBe('content_filter');
-    expect(geminiFinishReason('MALFORMED_FUNCTION_CALL', false)).toBe('stop');
   });
 
   test('the stream decoder skips thoughts, keeps the last usage, finishes when the stream ends', () => {
