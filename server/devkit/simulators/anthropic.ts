@@ -180,13 +180,21 @@ function emptyTextOf(messages: Array<{ content?: unknown }>): ScriptedHttpError 
   return undefined;
 }
 
-/** Anthropic requires `type` of a tool's `input_schema` (JSON Schema lets it be left out). */
+/**
+ * Anthropic requires `type` of a tool's `input_schema` (JSON Schema lets it be left out), and of a
+ * strict tool's schema what structured outputs require (`additionalProperties: false` objects).
+ */
 function untypedToolOf(tools: unknown): ScriptedHttpError | undefined {
   if (!Array.isArray(tools)) return undefined;
   const i = tools.findIndex((tool) => tool.input_schema && tool.input_schema.type === undefined);
-  return i === -1
+  if (i !== -1) return { status: 400, message: `tools.${i}.custom.input_schema.type: Field required` };
+  const strict = tools.findIndex((tool) => tool.strict === true && openObjectOf(tool.input_schema));
+  return strict === -1
     ? undefined
-    : { status: 400, message: `tools.${i}.custom.input_schema.type: Field required` };
+    : {
+        status: 400,
+        message: `tools.${strict}.custom.input_schema: For 'object' type, 'additionalProperties' must be explicitly set to false`,
+      };
 }
 
 /** Anthropic wants a user turn's tool_result blocks before any other block of it. */

@@ -24,6 +24,8 @@
  *   goes without `content`, which is optional on a `tool_result`.
  * - A tool's `parameters` without `type` (OpenAI takes them so) are sent with `type: "object"`,
  *   which Anthropic requires of an `input_schema`.
+ * - A tool's `strict: true` goes as Anthropic's own `strict` (strict tool use, part of its structured
+ *   outputs): the call's input then follows the schema.
  * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`.
  * - `max_tokens` is the limit admission decided, whatever the client asked for.
  */
@@ -33,8 +35,9 @@ import {
   imageSource,
   isInstruction,
   JSON_MODE_INSTRUCTION,
+  laterInstruction,
   noTurnsError,
-  textOf,
+  textParts,
   toolArguments,
 } from './message-parts.js';
 import type { ChatMessage, ChatRequest, FinishReason, ToolChoice } from './openai-types.js';
@@ -125,6 +128,7 @@ export function anthropicRequestBody(
         name: fn.name,
         ...(fn.description !== undefined && { description: fn.description }),
         input_schema: { type: 'object', ...(fn.parameters ?? { properties: {} }) },
+        ...(fn.strict === true && { strict: true }),
       })),
       tool_choice: anthropicToolChoice(request.tool_choice ?? 'auto', request.parallel_tool_calls === false),
     }),
@@ -159,7 +163,9 @@ function anthropicToolChoice(choice: ToolChoice, oneCallOnly: boolean): Record<s
 }
 
 /**
- * System (and developer) messages go to `system`; tool results become `tool_result` blocks of a user
+ * System (and developer) messages before the first turn go to `system`, a block per text part; one
+ * later in the conversation keeps its place as a text block of a user turn, tagged as system
+ * instructions (Anthropic has no system turn). Tool results become `tool_result` blocks of a user
  * turn; consecutive turns of one role are merged, since Anthropic wants them alternating, and a
  * user turn's tool results come first in it, as Anthropic requires (a user message sent between
  * two tool results, such as a screenshot, follows them).
@@ -171,13 +177,14 @@ export function anthropicMessages(messages: ChatMessage[]): {
   const system: TextBlock[] = [];
   const turns: AnthropicMessage[] = [];
   messages.forEach((message, i) => {
-    if (isInstruction(message)) {
-      const text = textOf(message.content);
-      if (text !== '') system.push({ type: 'text', text });
+    if (isInstruction(message) && turns.length === 0) {
+      system.push(...textParts(message.content).map((text): TextBlock => ({ type: 'text', text })));
       return;
     }
     const role = message.role === 'assistant' ? 'assistant' : 'user';
-    const blocks = contentBlocks(message, `messages[${i}]`);
+    const blocks = isInstruction(message)
+      ? textParts(message.content).map((text): TextBlock => ({ type: 'text', text: laterInstruction(text) }))
+      : contentBlocks(message, `messages[${i}]`);
     if (blocks.length === 0) return;
     const last = turns.at(-1);
     if (last?.role === role) last.content.push(...blocks);

@@ -41,10 +41,12 @@ import {
   imageSource,
   isInstruction,
   JSON_MODE_INSTRUCTION,
+  laterInstruction,
   mediaTypeOfUrl,
   newToolCallId,
   noTurnsError,
   textOf,
+  textParts,
   toolArguments,
 } from './message-parts.js';
 import { nestingExceeds } from './nesting.js';
@@ -222,9 +224,10 @@ function geminiFunctionCalling(choice: ToolChoice): Record<string, unknown> {
 }
 
 /**
- * System (and developer) messages become `systemInstruction`; assistant turns are `model` turns; tool results
- * are `functionResponse` parts of a user turn, named after the call their id points to.
- * Consecutive turns of one role are merged, which also groups parallel tool results.
+ * System (and developer) messages before the first turn become `systemInstruction` (a part per text
+ * part); a later one keeps its place as user text tagged as system instructions. Assistant turns
+ * are `model` turns; tool results are `functionResponse` parts of a user turn, named after the call
+ * their id points to (a result of several text parts joined by blank lines). Consecutive turns of one role are merged, which also groups parallel tool results.
  */
 export function geminiContents(messages: ChatMessage[]): {
   systemInstruction: { parts: Array<{ text: string }> };
@@ -235,13 +238,14 @@ export function geminiContents(messages: ChatMessage[]): {
   const functionNames = new Map<string, string>();
   messages.forEach((message, i) => {
     const at = `messages[${i}]`;
-    if (isInstruction(message)) {
-      const text = textOf(message.content);
-      if (text !== '') system.push({ text });
+    if (isInstruction(message) && contents.length === 0) {
+      system.push(...textParts(message.content).map((text) => ({ text })));
       return;
     }
     let parts: GeminiPart[];
-    if (message.role === 'tool') {
+    if (isInstruction(message)) {
+      parts = textParts(message.content).map((text) => ({ text: laterInstruction(text) }));
+    } else if (message.role === 'tool') {
       const name = functionNames.get(message.tool_call_id ?? '');
       if (name === undefined)
         throw new UntranslatableRequestError(

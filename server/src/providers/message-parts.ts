@@ -111,11 +111,28 @@ export function noTurnsError(): UntranslatableRequestError {
   return new UntranslatableRequestError('messages', 'must hold a user or assistant message with content');
 }
 
-/** The text of a message's content; image parts have none. */
+/** The non-empty texts of a message's content, a part each; other parts have none. */
+export function textParts(content: string | ContentPart[] | null | undefined): string[] {
+  if (content == null) return [];
+  const texts =
+    typeof content === 'string' ? [content] : content.map((part) => (part.type === 'text' ? part.text : ''));
+  return texts.filter((text) => text !== '');
+}
+
+/** The text of a message's content, its parts kept apart by a blank line. */
 export function textOf(content: string | ContentPart[] | null | undefined): string {
-  if (content == null) return '';
-  if (typeof content === 'string') return content;
-  return content.map((part) => (part.type === 'text' ? part.text : '')).join('');
+  return textParts(content).join(PART_SEPARATOR);
+}
+
+const PART_SEPARATOR = '\n\n';
+
+/**
+ * A system (or developer) message that comes after the conversation began, for providers whose only
+ * instructions stand before it: sent in its place as user text, tagged so the model reads it as
+ * instructions.
+ */
+export function laterInstruction(text: string): string {
+  return `<system>\n${text}\n</system>`;
 }
 
 /** A tool call's `arguments` string as the JSON object providers want. */
