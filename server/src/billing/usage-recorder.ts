@@ -86,12 +86,14 @@ function groupCommit(
     });
 }
 
-/** The cost as a response states it: exact USD decimal strings, and the total in pico-USD. */
+/** The cost as a response states it: exact USD decimal strings and pico-USD integer strings. */
 export function statedCost(cost: CostBreakdown): StatedCost {
   return {
     total: formatUsd(cost.totalPicoUsd),
     provider: formatUsd(cost.providerPicoUsd),
     commission: formatUsd(cost.commissionPicoUsd),
     totalPicoUsd: cost.totalPicoUsd.toString(),
+    providerPicoUsd: cost.providerPicoUsd.toString(),
+    commissionPicoUsd: cost.commissionPicoUsd.toString(),
   };
 }

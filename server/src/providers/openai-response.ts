@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ChatCompletion, ChunkDelta } from './openai-types.js';
+import type { ChatCompletion, ChunkDelta, UsageCost } from './openai-types.js';
 import type { ProviderCompletion, StreamPart, TokenUsage } from './types.js';
 import { toOpenAIUsage } from './usage.js';
 
@@ -17,7 +17,7 @@ export function answerIdentity(model: string): AnswerIdentity {
 export function chatCompletion(
   identity: AnswerIdentity,
   completion: ProviderCompletion,
-  cost: unknown,
+  cost: UsageCost,
 ): ChatCompletion {
   return {
     ...identity,
@@ -47,9 +47,9 @@ export function chatCompletion(
 export interface StreamChunks {
   opening(): string;
   /** A part; the finish carries the usage and what it cost when given (no `include_usage` asked). */
-  part(part: StreamPart, stated?: { usage: TokenUsage; cost: unknown }): string;
+  part(part: StreamPart, stated?: { usage: TokenUsage; cost: UsageCost }): string;
   /** The last chunk when `stream_options.include_usage` is asked: no choices, the usage and what it cost. */
-  usage(usage: TokenUsage, cost: unknown): string;
+  usage(usage: TokenUsage, cost: UsageCost): string;
 }
 
 export function streamChunks(identity: AnswerIdentity): StreamChunks {

@@ -116,8 +116,24 @@ export interface ChatCompletionUsage {
   total_tokens: number;
   prompt_tokens_details?: { cached_tokens: number; cache_write_tokens?: number };
   completion_tokens_details?: { reasoning_tokens: number };
-  /** The gateway's price for this request (see billing). */
-  cost?: unknown;
+  cost?: number;
+  cost_details?: CostDetails;
+}
+
+/** What a request cost, in USD (OpenRouter's `usage.cost`) and exactly beside it. */
+export interface UsageCost {
+  cost: number;
+  cost_details: CostDetails;
+}
+
+/** Exact amounts: USD as decimal strings, pico-USD (1e-12 USD) as integer strings. */
+export interface CostDetails {
+  total_usd: string;
+  provider_usd: string;
+  commission_usd: string;
+  total_pico_usd: string;
+  provider_pico_usd: string;
+  commission_pico_usd: string;
 }
 
 export interface ChatCompletion {

@@ -1,4 +1,4 @@
-import type { ChatCompletionUsage } from './openai-types.js';
+import type { ChatCompletionUsage, UsageCost } from './openai-types.js';
 import type { MeteredUsage, TokenUsage } from './types.js';
 
 export function zeroUsage(exact = false): MeteredUsage {
@@ -22,8 +22,11 @@ export function completionTokens(usage: TokenUsage): number {
   return usage.outputTokens + usage.reasoningTokens;
 }
 
-/** The OpenAI usage object: prompt = input + cache read + cache write, completion = output + reasoning. */
-export function toOpenAIUsage(usage: TokenUsage, cost?: unknown): ChatCompletionUsage {
+/**
+ * The OpenAI usage object: prompt = input + cache read + cache write, completion = output + reasoning;
+ * with what it cost once known.
+ */
+export function toOpenAIUsage(usage: TokenUsage, cost?: UsageCost): ChatCompletionUsage {
   const prompt = promptTokens(usage);
   const completion = completionTokens(usage);
   return {
@@ -35,7 +38,7 @@ export function toOpenAIUsage(usage: TokenUsage, cost?: unknown): ChatCompletion
       cache_write_tokens: usage.cacheWriteTokens,
     },
     completion_tokens_details: { reasoning_tokens: usage.reasoningTokens },
-    ...(cost !== undefined && { cost }),
+    ...cost,
   };
 }
 

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Address } from 'viem';
 import type { CatalogModel } from '../catalog/catalog.js';
 import { ApiError } from '../http/errors.js';
-import type { ChatRequest } from '../providers/openai-types.js';
+import type { ChatRequest, UsageCost } from '../providers/openai-types.js';
 import type { MeteredUsage } from '../providers/types.js';
 
 /**
@@ -59,14 +59,32 @@ export interface UsageEntry {
   usage: MeteredUsage;
 }
 
-/** The price of one request as the response states it (`usage.cost`). */
+/** The price of one request, exact: USD decimal strings and pico-USD integer strings. */
 export interface StatedCost {
-  /** Total in USD, exact decimal string. */
   total: string;
   provider: string;
   commission: string;
-  /** Total in pico-USD, exact integer string. */
   totalPicoUsd: string;
+  providerPicoUsd: string;
+  commissionPicoUsd: string;
+}
+
+/**
+ * The cost as an answer's `usage` states it: `cost` a number in USD (OpenRouter's convention, which
+ * clients such as LiteLLM read), rounded from the exact total; the exact amounts in `cost_details`.
+ */
+export function usageCost(cost: StatedCost): UsageCost {
+  return {
+    cost: Number(cost.total),
+    cost_details: {
+      total_usd: cost.total,
+      provider_usd: cost.provider,
+      commission_usd: cost.commission,
+      total_pico_usd: cost.totalPicoUsd,
+      provider_pico_usd: cost.providerPicoUsd,
+      commission_pico_usd: cost.commissionPicoUsd,
+    },
+  };
 }
 
 /** Writes the usage record durably and returns its cost. */

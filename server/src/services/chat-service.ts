@@ -21,7 +21,13 @@ import {
   type UpstreamLimits,
 } from '../providers/types.js';
 import { completionTokens, promptTokens, toOpenAIUsage } from '../providers/usage.js';
-import type { Admission, PaymentGate, StatedCost, UsageRecorder } from './chat-contracts.js';
+import {
+  type Admission,
+  type PaymentGate,
+  type StatedCost,
+  type UsageRecorder,
+  usageCost,
+} from './chat-contracts.js';
 
 /** The request log of the route (pino's signature). */
 export interface ChatLog {
@@ -199,7 +205,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
       throw recordError;
     }
     await addOwedHeaders(input, admission);
-    return providerFailure(error, input.model, toOpenAIUsage(usage, cost)) ?? error;
+    return providerFailure(error, input.model, toOpenAIUsage(usage, usageCost(cost))) ?? error;
   };
 
   const complete = async (
@@ -217,7 +223,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
     const cost = await record(input, admission, completion.usage);
     warnIfUnmetered(input, completion.usage);
     await addOwedHeaders(input, admission);
-    return chatCompletion(answerIdentity(input.model.id), completion, cost);
+    return chatCompletion(answerIdentity(input.model.id), completion, usageCost(cost));
   };
 
   const stream = async (
@@ -267,8 +273,9 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
           );
         // As OpenAI: a chunk without choices only when asked for; else the finish states the usage
         // (a client reading `choices[0]` of every chunk would fail on one without).
-        if (input.request.stream_options?.include_usage) sink.send(...held, chunks.usage(usage, cost));
-        else if (finish) sink.send(chunks.part(finish, { usage, cost }));
+        if (input.request.stream_options?.include_usage)
+          sink.send(...held, chunks.usage(usage, usageCost(cost)));
+        else if (finish) sink.send(chunks.part(finish, { usage, cost: usageCost(cost) }));
         return sink.close(true);
       }
       if (!input.clientGone.aborted && held.length > 0) sink.send(...held);

@@ -94,7 +94,7 @@ describe('GET /metrics', () => {
       model: MODEL,
       messages: [{ role: 'user', content: 'four words of prompt' }],
     });
-    const usage = completion.usage as OpenAI.CompletionUsage & { cost: { totalPicoUsd: string } };
+    const usage = completion.usage as OpenAI.CompletionUsage & { cost: number };
     const after = await scrape();
     const delta = (name: string, labels: Record<string, string>) =>
       (sampleValue(after, name, labels) ?? 0) - (sampleValue(before, name, labels) ?? 0);
@@ -103,7 +103,7 @@ describe('GET /metrics', () => {
     expect(delta('paygate_provider_request_duration_seconds_count', call)).toBe(1);
     expect(delta('paygate_tokens_total', { model: MODEL, kind: 'input' })).toBe(usage.prompt_tokens);
     expect(delta('paygate_tokens_total', { model: MODEL, kind: 'output' })).toBe(usage.completion_tokens);
-    const costUsd = Number(usage.cost.totalPicoUsd) / 1e12;
+    const costUsd = usage.cost;
     expect(costUsd).toBeGreaterThan(0);
     expect(delta('paygate_cost_usd_total', { model: MODEL })).toBeCloseTo(costUsd, 15);
     // Nothing settles it (the gate is a double): it stays owed.

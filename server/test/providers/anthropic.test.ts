@@ -2,6 +2,7 @@ import { request } from 'node:http';
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { JSON_MODE_INSTRUCTION } from '../../src/providers/message-parts.js';
+import { usageCost } from '../../src/services/chat-contracts.js';
 import { statedCost, TEST_PAYER } from '../support/chat-doubles.js';
 import { collect, type Harness, report, startHarness, weatherReport } from './gateway-harness.js';
 
@@ -103,7 +104,7 @@ describe('Anthropic behind /v1/chat/completions', () => {
       },
     ]);
     const entry = h.recorder.entries[0]!;
-    expect((data.usage as unknown as { cost: unknown }).cost).toEqual(statedCost(entry));
+    expect(data.usage).toMatchObject(usageCost(statedCost(entry)));
     expect(h.gate.released).toBe(h.gate.admitted.length);
   });
 
@@ -148,7 +149,7 @@ describe('Anthropic behind /v1/chat/completions', () => {
       reasoningTokens: 0,
       exact: true,
     });
-    expect((last.usage as unknown as { cost: unknown }).cost).toEqual(statedCost(h.recorder.entries[0]!));
+    expect(last.usage).toMatchObject(usageCost(statedCost(h.recorder.entries[0]!)));
     expect(lastSent().body.stream).toBe(true);
   });
 
@@ -186,7 +187,7 @@ describe('Anthropic behind /v1/chat/completions', () => {
     const finish = JSON.parse(events.at(-2)!.slice(6));
     expect(finish).toMatchObject({
       choices: [{ finish_reason: 'stop' }],
-      usage: { cost: expect.any(Object) },
+      usage: { cost: expect.any(Number), cost_details: expect.any(Object) },
     });
   });
 

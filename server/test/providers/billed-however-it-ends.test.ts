@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vit
 import { startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import { buildApp } from '../../src/app.js';
 import { findUsageRecord } from '../../src/billing/ledger.js';
+import { usageCost } from '../../src/services/chat-contracts.js';
 import type { Store } from '../../src/store/database.js';
 import { gateDouble, statedCost } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
@@ -63,7 +64,7 @@ describe('a whole answer (one JSON body) cut short is billed for what the provid
       details: {
         upstreamStatus: null,
         upstreamMessage: `anthropic sent nothing for ${UPSTREAM_TIMEOUT_MS} ms`,
-        billed: { prompt_tokens: 12, completion_tokens: 2, cost: statedCost(h.recorder.entries[0]!) },
+        billed: { prompt_tokens: 12, completion_tokens: 2, ...usageCost(statedCost(h.recorder.entries[0]!)) },
       },
     });
     expect(h.gate.released).toBe(h.gate.admitted.length);
@@ -210,7 +211,7 @@ describe('in the ledger', () => {
       expect(res.json().error.details.billed).toMatchObject({
         prompt_tokens: 7,
         completion_tokens: 4,
-        cost: { totalPicoUsd: record?.cost.totalPicoUsd.toString() },
+        cost_details: { total_pico_usd: record?.cost.totalPicoUsd.toString() },
       });
     } finally {
       await app.close();

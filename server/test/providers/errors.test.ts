@@ -232,7 +232,8 @@ describe('failures before the first part of a stream: an HTTP error a client ret
     expect(error.details.billed).toMatchObject({
       prompt_tokens: 40,
       completion_tokens: 1,
-      cost: { totalPicoUsd: expect.stringMatching(/^\d+$/) },
+      cost: expect.any(Number),
+      cost_details: { total_pico_usd: expect.stringMatching(/^\d+$/) },
     });
     expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([{ inputTokens: 40, exact: false }]);
   });

@@ -2,6 +2,7 @@ import type OpenAI from 'openai';
 import { APIError } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { JSON_MODE_INSTRUCTION } from '../../src/providers/message-parts.js';
+import { usageCost } from '../../src/services/chat-contracts.js';
 import { statedCost } from '../support/chat-doubles.js';
 import { collect, type Harness, report, startHarness, weatherReport } from './gateway-harness.js';
 
@@ -81,7 +82,7 @@ describe('Gemini behind /v1/chat/completions', () => {
       reasoningTokens: 6,
       exact: true,
     });
-    expect((answer.usage as unknown as { cost: unknown }).cost).toEqual(statedCost(h.recorder.entries[0]!));
+    expect(answer.usage).toMatchObject(usageCost(statedCost(h.recorder.entries[0]!)));
   });
 
   test('a stream: streamGenerateContent?alt=sse, text deltas as they come, usage of the last chunk', async () => {
@@ -267,7 +268,7 @@ describe('Gemini behind /v1/chat/completions', () => {
       expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([
         { inputTokens: 12, outputTokens: 16, exact: true },
       ]);
-      expect((usage as unknown as { cost: unknown }).cost).toEqual(statedCost(h.recorder.entries[0]!));
+      expect(usage).toMatchObject(usageCost(statedCost(h.recorder.entries[0]!)));
     },
   );
 

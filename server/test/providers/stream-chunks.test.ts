@@ -3,6 +3,7 @@ import { expect, test } from 'vitest';
 import { streamChunks } from '../../src/providers/openai-response.js';
 import type { ChatCompletionChunk, FinishReason } from '../../src/providers/openai-types.js';
 import type { StreamPart, TokenUsage } from '../../src/providers/types.js';
+import { usageCost } from '../../src/services/chat-contracts.js';
 
 // Ids and model names with characters JSON must escape.
 const identity = { id: 'chatcmpl-"quoted"\\', created: 1_790_000_000, model: 'anthropic/claude\u2028sonnet' };
@@ -66,10 +67,30 @@ test('the finish chunk states the usage and its cost when given them', () => {
     outputTokens: 2,
     reasoningTokens: 0,
   };
-  const cost = { total: '0.000006', provider: '0.000005', commission: '0.000001', totalPicoUsd: '6000000' };
+  const cost = usageCost({
+    total: '0.000006',
+    provider: '0.000005',
+    commission: '0.000001',
+    totalPicoUsd: '6000000',
+    providerPicoUsd: '5000000',
+    commissionPicoUsd: '1000000',
+  });
   expect(JSON.parse(chunks.part({ type: 'finish', finishReason: 'stop' }, { usage, cost }))).toMatchObject({
     ...choice({}, 'stop'),
-    usage: { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6, cost },
+    usage: {
+      prompt_tokens: 4,
+      completion_tokens: 2,
+      total_tokens: 6,
+      cost: 0.000006,
+      cost_details: {
+        total_usd: '0.000006',
+        provider_usd: '0.000005',
+        commission_usd: '0.000001',
+        total_pico_usd: '6000000',
+        provider_pico_usd: '5000000',
+        commission_pico_usd: '1000000',
+      },
+    },
   });
 });
 
@@ -81,7 +102,14 @@ test('the usage chunk has no choices, and the usage with its cost', () => {
     outputTokens: 7,
     reasoningTokens: 1,
   };
-  const cost = { total: '0.000066', provider: '0.00006', commission: '0.000006', totalPicoUsd: '66000000' };
+  const cost = usageCost({
+    total: '0.000066',
+    provider: '0.00006',
+    commission: '0.000006',
+    totalPicoUsd: '66000000',
+    providerPicoUsd: '60000000',
+    commissionPicoUsd: '6000000',
+  });
   expect(JSON.parse(chunks.usage(usage, cost))).toStrictEqual({
     ...shared,
     choices: [],
@@ -91,9 +119,28 @@ test('the usage chunk has no choices, and the usage with its cost', () => {
       total_tokens: 23,
       prompt_tokens_details: { cached_tokens: 3, cache_write_tokens: 2 },
       completion_tokens_details: { reasoning_tokens: 1 },
-      cost,
+      ...cost,
     },
   });
+});
+
+test('usage.cost is the exact total as the nearest number in USD, the exact amounts beside it', () => {
+  const stated = (total: string, totalPicoUsd: string) =>
+    usageCost({
+      total,
+      provider: total,
+      commission: '0',
+      totalPicoUsd,
+      providerPicoUsd: totalPicoUsd,
+      commissionPicoUsd: '0',
+    });
+  expect(stated('0.000000000001', '1')).toMatchObject({
+    cost: 1e-12,
+    cost_details: { total_usd: '0.000000000001' },
+  });
+  expect(stated('0.1', '100000000000').cost).toBe(0.1);
+  expect(stated('0.0001749', '174900000').cost).toBe(0.0001749);
+  expect(stated('0', '0')).toMatchObject({ cost: 0, cost_details: { total_pico_usd: '0' } });
 });
 
 test('any text in a delta comes back exactly as it went in', () => {

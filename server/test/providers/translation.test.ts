@@ -581,10 +581,18 @@ describe('OpenAI usage', () => {
   });
 
   test('to a client: the buckets add back up, with the cost beside them', () => {
+    const costDetails = {
+      total_usd: '1',
+      provider_usd: '0.9',
+      commission_usd: '0.1',
+      total_pico_usd: '1000000000000',
+      provider_pico_usd: '900000000000',
+      commission_pico_usd: '100000000000',
+    };
     expect(
       toOpenAIUsage(
         { inputTokens: 60, cacheReadTokens: 30, cacheWriteTokens: 10, outputTokens: 15, reasoningTokens: 25 },
-        { total: '1' },
+        { cost: 1, cost_details: costDetails },
       ),
     ).toEqual({
       prompt_tokens: 100,
@@ -592,7 +600,8 @@ describe('OpenAI usage', () => {
       total_tokens: 140,
       prompt_tokens_details: { cached_tokens: 30, cache_write_tokens: 10 },
       completion_tokens_details: { reasoning_tokens: 25 },
-      cost: { total: '1' },
+      cost: 1,
+      cost_details: costDetails,
     });
   });
 

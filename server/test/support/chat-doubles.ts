@@ -88,5 +88,7 @@ export function statedCost({ usage }: UsageEntry): StatedCost {
     provider: usd(provider),
     commission: usd(commission),
     totalPicoUsd: total.toString(),
+    providerPicoUsd: provider.toString(),
+    commissionPicoUsd: commission.toString(),
   };
 }

@@ -204,21 +204,25 @@ export async function startOrderingProbe(options: OrderingProbeOptions): Promise
   };
 }
 
+/** The exact cost an answer's usage states, in pico-USD. */
+function statedPicoUsd(usage: unknown): string | undefined {
+  return (usage as { cost_details?: { total_pico_usd?: string } } | null | undefined)?.cost_details
+    ?.total_pico_usd;
+}
+
 async function send(client: OpenAI, marker: string, stream: boolean): Promise<ProbedAnswer> {
   const request = { model: PROBE_MODEL, messages: [{ role: 'user' as const, content: `probe:${marker}` }] };
   try {
     if (!stream) {
       const { data, response } = await client.chat.completions.create(request).withResponse();
-      const cost = (data.usage as { cost?: { totalPicoUsd?: string } } | undefined)?.cost;
-      return answered(response, cost?.totalPicoUsd);
+      return answered(response, statedPicoUsd(data.usage));
     }
     const { data, response } = await client.chat.completions
       .create({ ...request, stream: true, stream_options: { include_usage: true } })
       .withResponse();
     let cost: string | undefined;
     try {
-      for await (const chunk of data)
-        cost ??= (chunk.usage as { cost?: { totalPicoUsd?: string } } | null | undefined)?.cost?.totalPicoUsd;
+      for await (const chunk of data) cost ??= statedPicoUsd(chunk.usage);
     } catch (error) {
       return { ...answered(response, cost), streamError: (error as Error).message };
     }

@@ -58,8 +58,9 @@ function refused(openai: ReturnType<typeof openaiClient>, body = chatBody): Prom
   );
 }
 
-/** The cost a completion states in `usage.cost` (exact, in pico-USD too). */
-const statedCost = (usage: unknown) => (usage as { cost: { totalPicoUsd: string } }).cost;
+/** The cost a completion states exactly, in pico-USD (`usage.cost_details`). */
+const statedPicoUsd = (usage: unknown) =>
+  BigInt((usage as { cost_details: { total_pico_usd: string } }).cost_details.total_pico_usd);
 
 const treasuryBalance = () => usdcBalance(stack.local, stack.local.accounts.treasury.address);
 
@@ -143,7 +144,7 @@ describe('sign-in-with-x: a stock client wrapped once', () => {
     expect(settlementOf(second.response.headers)).toMatchObject({ success: true, payer: payer.address });
     expect(settlementOf(third.response.headers)).toMatchObject({ success: true, payer: payer.address });
     // Request 1 settled nothing, 2 paid request 1, 3 paid request 2 (each the cost it stated); 3 is owed.
-    const stated = [first, second].map(({ data }) => BigInt(statedCost(data.usage).totalPicoUsd));
+    const stated = [first, second].map(({ data }) => statedPicoUsd(data.usage));
     expect(((await treasuryBalance()) - before) * 1_000_000n).toBe(stated[0]! + stated[1]!);
     expect((await treasuryBalance()) - before).toBe(SMALL_COST + LARGER_COST);
     expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);

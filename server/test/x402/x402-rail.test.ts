@@ -147,7 +147,10 @@ describe('an EOA paying with the stock x402 client through the openai client', (
       network: 'eip155:31337',
       payer: payer.address,
     });
-    expect(completion.usage).toMatchObject({ cost: { total: '0.000066', totalPicoUsd: '66000000' } });
+    expect(completion.usage).toMatchObject({
+      cost: 0.000066,
+      cost_details: { total_usd: '0.000066', total_pico_usd: '66000000' },
+    });
     expect(headers.get('x-payment-owed')).toBe(SMALL_COST.toString());
     expect(
       await Promise.all([usdcBalance(stack.local, payer.address), usdcBalance(stack.local, treasury)]),
@@ -200,7 +203,7 @@ describe('an EOA paying with the stock x402 client through the openai client', (
     for await (const chunk of stream) last = chunk;
     expect(settlementOf(response.headers)).toMatchObject({ success: true, payer: payer.address });
     expect(response.headers.get('x-payment-owed')).toBeNull();
-    expect(last).toMatchObject({ usage: { cost: { totalPicoUsd: '132000000' } } });
+    expect(last).toMatchObject({ usage: { cost: 0.000132, cost_details: { total_pico_usd: '132000000' } } });
     expect(await usdcBalance(stack.local, payer.address)).toBe(before - SMALL_COST);
     expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(LARGER_COST);
     await chat(payer);
