@@ -14,7 +14,8 @@ export type AcceptedEnforcer =
   | 'AllowedCalldataEnforcer'
   | 'TimestampEnforcer'
   | 'RedeemerEnforcer'
-  | 'ValueLteEnforcer';
+  | 'ValueLteEnforcer'
+  | 'NonceEnforcer';
 
 /**
  * What a client needs to build and sign a session delegation: `GET /v1/authorize` (envelope
@@ -42,12 +43,12 @@ export interface SessionTerms {
     amountCaps: ['ERC20TransferAmountEnforcer', 'ERC20PeriodTransferEnforcer'];
     minCapAtomic: string;
     minPeriodSeconds: number;
-    /** Required: AllowedCalldataEnforcer pinning the transfer recipient to the treasury. */
+    /** Recommended, and when present it must name the treasury: AllowedCalldataEnforcer pinning the transfer recipient. */
     recipient: { enforcer: 'AllowedCalldataEnforcer'; startIndex: 4; value: Hex };
     /** Required: TimestampEnforcer whose `beforeThreshold` lies within these bounds from now. */
     expiry: { enforcer: 'TimestampEnforcer'; minSeconds: number; maxSeconds: number };
-    /** Allowed: RedeemerEnforcer naming the session key, ValueLteEnforcer. */
-    optional: ['RedeemerEnforcer', 'ValueLteEnforcer'];
+    /** Allowed: RedeemerEnforcer naming the session key, ValueLteEnforcer, NonceEnforcer at the delegator's nonce. */
+    optional: ['RedeemerEnforcer', 'ValueLteEnforcer', 'NonceEnforcer'];
   };
 }
 

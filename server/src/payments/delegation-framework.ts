@@ -7,7 +7,7 @@
  * them with the kit, and the chain suites run them against the deployed contracts.
  */
 
-import { DelegationManager } from '@metamask/delegation-abis';
+import { DelegationManager, NonceEnforcer } from '@metamask/delegation-abis';
 import { DELEGATOR_CONTRACTS } from '@metamask/delegation-deployments';
 import type { Caveat, Delegation, SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import {
@@ -148,6 +148,21 @@ export function isDelegationDisabled(
   });
 }
 
+/** NonceEnforcer's nonce for the delegator: a delegation naming another one was revoked (`incrementNonce`). */
+export function currentDelegatorNonce(
+  client: PublicClient,
+  nonceEnforcer: Address,
+  delegationManager: Address,
+  delegator: Address,
+): Promise<bigint> {
+  return client.readContract({
+    address: nonceEnforcer,
+    abi: NonceEnforcer,
+    functionName: 'currentNonce',
+    args: [delegationManager, delegator],
+  });
+}
+
 /** The kit's decodeCaveat results, for the enforcers the gateway accepts. */
 export type AcceptedCaveatTerms =
   | { type: 'erc20TransferAmount'; tokenAddress: Hex; maxAmount: bigint }
@@ -161,7 +176,8 @@ export type AcceptedCaveatTerms =
   | { type: 'allowedCalldata'; startIndex: number; value: Hex }
   | { type: 'timestamp'; afterThreshold: number; beforeThreshold: number }
   | { type: 'redeemer'; redeemers: Hex[] }
-  | { type: 'valueLte'; maxValue: bigint };
+  | { type: 'valueLte'; maxValue: bigint }
+  | { type: 'nonce'; nonce: Hex };
 
 /** The terms of a caveat of an accepted enforcer, decoded as the kit's decodeCaveat (delegation-core 3) does. */
 export function decodeAcceptedCaveat(
@@ -206,6 +222,9 @@ export function decodeAcceptedCaveat(
     case 'ValueLteEnforcer':
       exactLength(terms, 32, 'Invalid ValueLte terms: must be exactly 32 bytes');
       return { type: 'valueLte', maxValue: bigintAt(terms, 0, 32) };
+    case 'NonceEnforcer':
+      exactLength(terms, 32, 'Invalid Nonce terms: must be exactly 32 bytes');
+      return { type: 'nonce', nonce: terms };
   }
 }
 

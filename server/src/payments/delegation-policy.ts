@@ -29,10 +29,12 @@ export interface SessionPolicy {
 
 /**
  * The enforcers a session delegation may use, by their name in the kit's environment. Required: an
- * amount cap on USDC, AllowedCalldataEnforcer (recipient), TimestampEnforcer (expiry); every caveat
- * costs each settlement about 23k gas (test/chain/enforcer-gas.test.ts), so nothing redundant is asked
- * for. RedeemerEnforcer and ValueLteEnforcer stay accepted, as sessions authorized with them must stay
- * redeemable, but are not required: see their cases in `checkDelegation`.
+ * amount cap on USDC and TimestampEnforcer (expiry). AllowedCalldataEnforcer (recipient) must name the
+ * treasury when present, but is not required: MetaMask's ERC-7715 grants pin no recipient unless the
+ * wallet honours the `payee` rule (docs/payments.md says why the cap is the bound that matters).
+ * RedeemerEnforcer, ValueLteEnforcer and NonceEnforcer (the delegator's revocation switch) are the
+ * rest of what those grants carry; every caveat costs each settlement about 23k gas
+ * (test/chain/enforcer-gas.test.ts), so the gateway's own client asks for none of them.
  */
 export const ACCEPTED_ENFORCERS: readonly AcceptedEnforcer[] = [
   'ERC20TransferAmountEnforcer',
@@ -41,6 +43,7 @@ export const ACCEPTED_ENFORCERS: readonly AcceptedEnforcer[] = [
   'TimestampEnforcer',
   'RedeemerEnforcer',
   'ValueLteEnforcer',
+  'NonceEnforcer',
 ];
 
 export interface AcceptedDelegation {
@@ -48,6 +51,8 @@ export interface AcceptedDelegation {
   delegation: Omit<Delegation, 'signature'>;
   limits: SessionLimits;
   expiresAt: Date;
+  /** The NonceEnforcer nonce the delegation names: it is redeemable only while the delegator's is this. */
+  nonce?: bigint;
 }
 
 /** The shortest session worth authorizing, and the shortest cap period. */
@@ -55,7 +60,6 @@ export const MIN_SESSION_SECONDS = 60;
 export const MIN_PERIOD_SECONDS = 60;
 /** `transfer(address,uint256)` calldata: selector (4) + recipient word (32) + amount word (32). */
 const RECIPIENT_WORD = { start: 4, end: 36 } as const;
-const RECIPIENT_ADDRESS_START = 16;
 
 /**
  * Checks a delegation against the policy: the gateway's key as delegate, root authority, and only
@@ -85,7 +89,7 @@ export function checkDelegation(
   const seen = new Map<AcceptedEnforcer, number>();
   const limits: Partial<SessionLimits> = {};
   let expiresAtSeconds: number | undefined;
-  let recipientPinned = false;
+  let nonce: bigint | undefined;
 
   delegation.caveats.forEach((caveat, index) => {
     const field = `delegation.caveats[${index}]`;
@@ -143,8 +147,6 @@ export function checkDelegation(
             terms,
             `must pin calldata of transfer(${policy.treasury}, amount) within its first ${RECIPIENT_WORD.end} bytes (startIndex ${RECIPIENT_WORD.start}, value: the treasury as a 32-byte word)`,
           );
-        if (decoded.startIndex <= RECIPIENT_ADDRESS_START && end === RECIPIENT_WORD.end)
-          recipientPinned = true;
         break;
       }
       case 'timestamp':
@@ -178,6 +180,10 @@ export function checkDelegation(
         // cap pins the call's target to USDC (`require(token == target, "...:invalid-contract")`), whose
         // `transfer` is not payable, so a call carrying ETH reverts and moves nothing.
         break;
+      case 'nonce':
+        // Checked against the chain by the authorizer: a stale nonce is a revoked delegation.
+        nonce = BigInt(decoded.nonce);
+        break;
       default:
         throw validationError(`${field}.enforcer`, `is not an enforcer the gateway accepts`);
     }
@@ -187,11 +193,6 @@ export function checkDelegation(
     throw validationError(
       'delegation.caveats',
       `must cap the amount: an ERC20TransferAmountEnforcer or ERC20PeriodTransferEnforcer caveat on USDC ${policy.usdc}`,
-    );
-  if (!recipientPinned)
-    throw validationError(
-      'delegation.caveats',
-      `must pin the transfer recipient to the treasury ${policy.treasury}: an AllowedCalldataEnforcer caveat with startIndex 4 and the treasury as a 32-byte word`,
     );
   if (expiresAtSeconds === undefined)
     throw validationError('delegation.caveats', 'must set an expiry: a TimestampEnforcer caveat');
@@ -216,6 +217,7 @@ export function checkDelegation(
       ...limits,
     },
     expiresAt,
+    ...(nonce !== undefined && { nonce }),
   };
 }
 

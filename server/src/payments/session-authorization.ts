@@ -6,7 +6,7 @@ import { ApiError, validationError } from '../http/errors.js';
 import type { Store } from '../store/database.js';
 import { insertSession } from '../store/sessions.js';
 import { type ChainClient, chainErrorReason, isTransportFailure } from './chain-client.js';
-import { hashDelegation, isDelegationDisabled } from './delegation-framework.js';
+import { currentDelegatorNonce, hashDelegation, isDelegationDisabled } from './delegation-framework.js';
 import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
 import {
   delegationDomain,
@@ -68,7 +68,7 @@ export function createSessionAuthorizer(
         );
       const delegationHash = hashDelegation({ ...accepted.delegation, signature: '0x' });
 
-      const [code, valid, disabled] = await onChain(() =>
+      const [code, valid, disabled, nonce] = await onChain(() =>
         Promise.all([
           delegatorCode(client, delegator, chain.environment),
           // A signature viem cannot decode (an ERC-6492 or ERC-8010 suffix wrapping nothing) is not valid.
@@ -79,6 +79,14 @@ export function createSessionAuthorizer(
             },
           ),
           isDelegationDisabled(client, chain.environment.DelegationManager, delegationHash),
+          accepted.nonce === undefined
+            ? undefined
+            : currentDelegatorNonce(
+                client,
+                chain.environment.caveatEnforcers.NonceEnforcer as Address,
+                chain.environment.DelegationManager,
+                delegator,
+              ),
         ]),
       );
       if (code === 'none' && !deployment)
@@ -94,6 +102,11 @@ export function createSessionAuthorizer(
       if (!valid) throw notTheSignature();
       if (deployment && code === 'none') await checkDeploymentGas(chain, deployment);
       if (disabled) throw validationError('delegation', 'is disabled in the DelegationManager');
+      if (nonce !== undefined && nonce !== accepted.nonce)
+        throw validationError(
+          'delegation.caveats',
+          `names NonceEnforcer nonce ${accepted.nonce} but the delegator's is ${nonce}: the delegator revoked it`,
+        );
       if (await findSessionByDelegationHash(store, delegationHash))
         throw validationError('delegation.salt', `the delegation ${REPLAYED}`);
 

@@ -37,7 +37,7 @@ export async function sessionTerms(chain: ChainClient, policy: SessionPolicy): P
         minSeconds: MIN_SESSION_SECONDS,
         maxSeconds: policy.maxLifetimeSeconds,
       },
-      optional: ['RedeemerEnforcer', 'ValueLteEnforcer'],
+      optional: ['RedeemerEnforcer', 'ValueLteEnforcer', 'NonceEnforcer'],
     },
   };
 }

@@ -284,7 +284,6 @@ describe('POST /v1/authorize', () => {
         }),
       'delegation.caveats[1].terms',
     ],
-    ['no recipient pin', (d) => dropCaveat(d, 1), 'delegation.caveats'],
     [
       'an expiry beyond SESSION_MAX_LIFETIME_SECONDS',
       (d) => setCaveat(d, 2, { terms: timestampTerms(seconds(MAX_LIFETIME_SECONDS + 3600)) }),
@@ -490,6 +489,17 @@ describe('POST /v1/authorize', () => {
     const delegation = delegationFor(upgraded);
     const overOther = await post({ chainId: local.chainId, delegation }, await sign(upgraded, delegation));
     expect(`${overOther.status} ${overOther.body.error.field}`).toBe('400 delegation.delegator');
+  });
+
+  test('a delegation pinning no recipient is accepted, still bounded to USDC, its cap and its expiry (what ERC-7715 grants carry)', async () => {
+    const delegation = dropCaveat(delegationFor(payer), 1);
+    const res = await post({ chainId: local.chainId, delegation }, await sign(payer, delegation));
+    expect(res.status).toBe(201);
+    expect(res.body.data.limits).toMatchObject({
+      token: local.usdc,
+      recipient: terms.treasury,
+      totalCapAtomic: '1000000',
+    });
   });
 
   test("an EOA delegating (EIP-7702) to the framework's stateless DeleGator authorizes a session and pays from it; one delegating elsewhere is refused", async () => {

@@ -42,6 +42,7 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
           TimestampEnforcer: '0x0000000000000000000000000000000000000e04',
           RedeemerEnforcer: '0x0000000000000000000000000000000000000e05',
           ValueLteEnforcer: '0x0000000000000000000000000000000000000e06',
+          NonceEnforcer: '0x0000000000000000000000000000000000000e07',
         },
       },
     },
