@@ -1,6 +1,8 @@
 import type { Catalog, CatalogModel } from '../catalog/catalog.js';
+import { toolsFromFunctions } from '../providers/legacy-functions.js';
 import { MAX_FORWARDED_NESTING, nestingExceeds } from '../providers/nesting.js';
 import type { ChatMessage, ChatRequest } from '../providers/openai-types.js';
+import { UntranslatableRequestError } from '../providers/types.js';
 import { ApiError, validationError } from './errors.js';
 
 /**
@@ -13,6 +15,7 @@ export function resolveChatRequest(
   catalog: Catalog,
   defaultModel: string,
 ): { request: ChatRequest; model: CatalogModel } {
+  legacyFunctionsAsTools(request);
   request.messages.forEach(checkMessage);
   checkToolResults(request.messages);
   checkTools(request);
@@ -58,6 +61,16 @@ function checkMessage(message: ChatMessage, i: number): void {
       if (image !== -1)
         throw validationError(`${at}.content[${image}].type`, `must be "text" for role "${role}"`);
     }
+  }
+}
+
+/** Legacy function calling, checked as the tools it is made. */
+function legacyFunctionsAsTools(request: ChatRequest): void {
+  try {
+    toolsFromFunctions(request);
+  } catch (error) {
+    if (error instanceof UntranslatableRequestError) throw validationError(error.field, error.message);
+    throw error;
   }
 }
 

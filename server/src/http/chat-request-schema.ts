@@ -62,15 +62,23 @@ const toolCall = {
   },
 };
 
+/** A legacy assistant message's call (see providers/legacy-functions.ts). */
+const functionCall = {
+  type: 'object',
+  required: ['name', 'arguments'],
+  properties: { name: { type: 'string', minLength: 1 }, arguments: { type: 'string' } },
+};
+
 const message = {
   type: 'object',
   required: ['role'],
   properties: {
-    role: { type: 'string', enum: ['system', 'developer', 'user', 'assistant', 'tool'] },
+    role: { type: 'string', enum: ['system', 'developer', 'user', 'assistant', 'tool', 'function'] },
     content: { type: ['string', 'array', 'null'], items: contentPart },
     name: { type: 'string' },
     tool_calls: { type: 'array', items: toolCall },
     tool_call_id: { type: 'string', minLength: 1 },
+    function_call: functionCall,
   },
 };
 
@@ -97,6 +105,30 @@ const functionTool = {
       },
     },
   },
+};
+
+/** A legacy `functions` entry: a function tool's `function`. */
+const legacyFunction = {
+  type: 'object',
+  required: ['name'],
+  properties: {
+    name: openAIName,
+    description: { type: 'string' },
+    parameters: { type: 'object' },
+  },
+};
+
+const legacyFunctionCall = {
+  description: 'must be "none", "auto" or {"name":...}',
+  anyOf: [
+    { type: 'string', enum: ['none', 'auto'] },
+    {
+      type: 'object',
+      required: ['name'],
+      properties: { name: { type: 'string', minLength: 1 } },
+    },
+    { type: 'null' },
+  ],
 };
 
 const toolChoice = {
@@ -179,6 +211,9 @@ export const chatRequestSchema = {
     response_format: responseFormat,
     tools: nullable({ type: 'array', items: functionTool }),
     tool_choice: toolChoice,
+    // Legacy function calling, made tools (see providers/legacy-functions.ts).
+    functions: nullable({ type: 'array', items: legacyFunction, minItems: 1 }),
+    function_call: legacyFunctionCall,
     parallel_tool_calls: nullable({ type: 'boolean' }),
     seed: nullable({ type: 'integer' }),
     user: nullable({ type: 'string' }),

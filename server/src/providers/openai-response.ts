@@ -29,6 +29,7 @@ export function chatCompletion(
           role: 'assistant',
           content: completion.content,
           ...(completion.toolCalls.length > 0 && { tool_calls: completion.toolCalls }),
+          ...(completion.functionCall && { function_call: completion.functionCall }),
           refusal: completion.refusal ?? null,
         },
         finish_reason: completion.finishReason,
@@ -77,5 +78,6 @@ function deltaOf(part: Extract<StreamPart, { type: 'delta' }>): ChunkDelta {
   if (part.content !== undefined) delta.content = part.content;
   if (part.refusal !== undefined) delta.refusal = part.refusal;
   if (part.toolCalls !== undefined) delta.tool_calls = part.toolCalls;
+  if (part.functionCall !== undefined) delta.function_call = part.functionCall;
   return delta;
 }

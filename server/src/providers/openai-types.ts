@@ -3,8 +3,11 @@
  * Requests are validated against `chat-request-schema.ts` before they reach these types.
  */
 
-/** `developer` is what OpenAI's newer models call the system role; the gateway treats both alike. */
-export type Role = 'system' | 'developer' | 'user' | 'assistant' | 'tool';
+/**
+ * `developer` is what OpenAI's newer models call the system role; the gateway treats both alike.
+ * `function` is the legacy tool result, made a `tool` message before translation.
+ */
+export type Role = 'system' | 'developer' | 'user' | 'assistant' | 'tool' | 'function';
 
 export interface TextPart {
   type: 'text';
@@ -39,6 +42,21 @@ export interface ChatMessage {
   name?: string;
   tool_calls?: ToolCall[];
   tool_call_id?: string;
+  /** The legacy single call of an assistant message, made a `tool_calls` entry before translation. */
+  function_call?: FunctionCall;
+}
+
+/** A legacy (`functions`) call, as OpenAI still takes and returns it. */
+export interface FunctionCall {
+  name: string;
+  arguments: string;
+}
+
+/** A legacy `functions` entry: a function tool without its wrapper. */
+export interface LegacyFunction {
+  name: string;
+  description?: string;
+  parameters?: Record<string, unknown>;
 }
 
 export interface FunctionTool {
@@ -77,6 +95,9 @@ export interface ChatRequest {
   response_format?: ResponseFormat | null;
   tools?: FunctionTool[] | null;
   tool_choice?: ToolChoice | null;
+  /** Legacy tools; made `tools` before translation, kept so that the answer comes in their shape. */
+  functions?: LegacyFunction[] | null;
+  function_call?: 'none' | 'auto' | { name: string } | null;
   parallel_tool_calls?: boolean | null;
   n?: number | null;
   seed?: number | null;
@@ -92,7 +113,8 @@ export interface ChatRequest {
   top_logprobs?: number | null;
 }
 
-export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter';
+/** `function_call` only in answers to a legacy (`functions`) request. */
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call';
 
 export interface TopLogprob {
   token: string;
@@ -143,7 +165,13 @@ export interface ChatCompletion {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[]; refusal: string | null };
+    message: {
+      role: 'assistant';
+      content: string | null;
+      tool_calls?: ToolCall[];
+      function_call?: FunctionCall;
+      refusal: string | null;
+    };
     finish_reason: FinishReason;
     logprobs: ChoiceLogprobs | null;
   }>;
@@ -163,6 +191,7 @@ export interface ChunkDelta {
   content?: string;
   refusal?: string;
   tool_calls?: ToolCallDelta[];
+  function_call?: Partial<FunctionCall>;
 }
 
 export interface ChatCompletionChunk {

@@ -1,3 +1,4 @@
+import { answersInFunctions, functionCallParts } from './legacy-functions.js';
 import type { ChatRequest } from './openai-types.js';
 import { type EventSourceMessage, serverSentEvents } from './sse.js';
 import {
@@ -79,15 +80,17 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
   async function streamOf(request: UpstreamRequest, call: ProviderCall): Promise<ProviderStream> {
     const body = await upstream.post(request);
     const decoder = family.streamDecoder(call);
+    const shaped = answersInFunctions(call.request) ? functionCallParts : (parts: StreamPart[]) => parts;
     const parts = async function* (): AsyncGenerator<StreamPart[]> {
       try {
         for await (const events of serverSentEvents(body)) {
           // The parts of the events before one that fails (an error event) still go out first.
           const decoded = decodeAll(decoder, events);
-          if (decoded.parts.length > 0) yield decoded.parts;
+          const relayed = shaped(decoded.parts);
+          if (relayed.length > 0) yield relayed;
           if (decoded.failed) throw decoded.failed.error;
         }
-        const last = decoder.end();
+        const last = shaped(decoder.end());
         if (last.length > 0) yield last;
       } catch (error) {
         throw failure(error);

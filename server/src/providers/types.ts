@@ -1,5 +1,12 @@
 import type { CatalogModel } from '../catalog/catalog.js';
-import type { ChatRequest, ChoiceLogprobs, FinishReason, ToolCall, ToolCallDelta } from './openai-types.js';
+import type {
+  ChatRequest,
+  ChoiceLogprobs,
+  FinishReason,
+  FunctionCall,
+  ToolCall,
+  ToolCallDelta,
+} from './openai-types.js';
 
 /**
  * Tokens a request consumed, in disjoint buckets so that cost is a plain sum of bucket x price.
@@ -34,6 +41,8 @@ export interface ProviderCompletion {
   /** The model's refusal to answer (OpenAI's Structured Outputs), which a client tells from an empty answer. */
   refusal?: string;
   toolCalls: ToolCall[];
+  /** The call, in the legacy shape, of an answer to a `functions` request (then `toolCalls` is empty). */
+  functionCall?: FunctionCall;
   finishReason: FinishReason;
   usage: MeteredUsage;
   /** Given by the providers that can, when asked for. */
@@ -47,6 +56,8 @@ export type StreamPart =
       content?: string;
       refusal?: string;
       toolCalls?: ToolCallDelta[];
+      /** A piece of the call of an answer to a `functions` request. */
+      functionCall?: Partial<FunctionCall>;
       /** Those of this delta's tokens. */
       logprobs?: ChoiceLogprobs;
     }

@@ -1,4 +1,4 @@
-import type { ChoiceLogprobs, FinishReason, TokenLogprob, ToolCall } from './openai-types.js';
+import type { ChoiceLogprobs, FinishReason, FunctionCall, TokenLogprob, ToolCall } from './openai-types.js';
 import { type ProviderCompletion, ProviderError, type ProviderStream, type StreamPart } from './types.js';
 
 /**
@@ -21,6 +21,7 @@ class GatheredAnswer {
   private content = '';
   private refusal = '';
   private readonly toolCalls: ToolCall[] = [];
+  private functionCall?: FunctionCall;
   private logprobs?: ChoiceLogprobs;
   private finishReason: FinishReason = 'stop';
 
@@ -31,6 +32,12 @@ class GatheredAnswer {
     }
     this.content += part.content ?? '';
     this.refusal += part.refusal ?? '';
+    if (part.functionCall) {
+      this.functionCall ??= { name: '', arguments: '' };
+      const call = this.functionCall;
+      if (part.functionCall.name) call.name = part.functionCall.name;
+      call.arguments += part.functionCall.arguments ?? '';
+    }
     for (const { index, id, function: fn, extra_content } of part.toolCalls ?? []) {
       const call = this.toolCalls[index] ?? {
         id: '',
@@ -56,9 +63,13 @@ class GatheredAnswer {
     const toolCalls = this.toolCalls.filter((call) => call !== undefined);
     return {
       // No content is null beside tool calls or a refusal, as OpenAI answers; an empty answer otherwise.
-      content: this.content === '' && (toolCalls.length > 0 || this.refusal !== '') ? null : this.content,
+      content:
+        this.content === '' && (toolCalls.length > 0 || this.functionCall || this.refusal !== '')
+          ? null
+          : this.content,
       ...(this.refusal !== '' && { refusal: this.refusal }),
       toolCalls,
+      ...(this.functionCall && { functionCall: this.functionCall }),
       finishReason: this.finishReason,
       usage,
       ...(this.logprobs && { logprobs: this.logprobs }),

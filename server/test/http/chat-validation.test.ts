@@ -342,7 +342,7 @@ describe('refused just outside each bound, naming the field', () => {
     ['messages empty', withUser({ messages: [] }), 'messages'],
     ['messages not a list', withUser({ messages: user }), 'messages'],
     ['a message without role', withMessages({ content: 'hi' }), 'messages[0].role'],
-    ['a message of an unknown role', withMessages({ role: 'function', content: 'hi' }), 'messages[0].role'],
+    ['a message of an unknown role', withMessages({ role: 'critic', content: 'hi' }), 'messages[0].role'],
     ['user content null', withMessages({ role: 'user', content: null }), 'messages[0].content'],
     ['user content missing', withMessages({ role: 'user' }), 'messages[0].content'],
     ['system content null', withMessages({ role: 'system', content: null }, user), 'messages[0].content'],
