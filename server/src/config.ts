@@ -143,6 +143,11 @@ export interface LimitsConfig {
   /** Longest wait for a settlement's receipt before the request is refused (the outbox finishes it later). */
   settlementTimeoutMs: number;
   /**
+   * The longest the session rail's settlements falling due wait for the transaction being mined
+   * before they are sent (together, in one transaction) anyway (SETTLEMENT_BATCH_WAIT_MS).
+   */
+  settlementBatchWaitMs: number;
+  /**
    * PostgreSQL: how long a query may go unanswered before its connection is taken for dead and
    * dropped (DATABASE_QUERY_TIMEOUT_MS; 0: never). Default DEFAULT_DATABASE_QUERY_TIMEOUT_MS.
    */
@@ -327,6 +332,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       collectorIntervalMs: read.integer('COLLECTOR_INTERVAL_MS', 30_000, 100, MAX_TIMER_MS),
       collectorBatchSize: read.integer('COLLECTOR_BATCH_SIZE', 100, 1),
       settlementTimeoutMs: read.integer('SETTLEMENT_TIMEOUT_MS', 60_000, 1000, MAX_TIMER_MS),
+      settlementBatchWaitMs: read.integer('SETTLEMENT_BATCH_WAIT_MS', 3_000, 0, MAX_TIMER_MS),
       databaseQueryTimeoutMs: read.integer(
         'DATABASE_QUERY_TIMEOUT_MS',
         DEFAULT_DATABASE_QUERY_TIMEOUT_MS,

@@ -324,6 +324,29 @@ export async function markSettlementSent(
 }
 
 /**
+ * The outbox write before a broadcast: the signed transaction that pays the pending settlements
+ * `ids` (one, or a batch of different payers') stored on each, all `sent` on its hash, or none.
+ */
+export async function markSettlementsSent(
+  store: Store,
+  ids: readonly string[],
+  tx: { hash: Hex; raw: Hex },
+): Promise<void> {
+  const now = Date.now();
+  await store.db.transaction().execute(async (trx) => {
+    const sent = await trx
+      .updateTable('settlements')
+      .set({ status: 'sent', tx_hash: tx.hash, tx_raw: tx.raw, sent_at: now, updated_at: now })
+      .where('id', 'in', ids)
+      .where('status', '=', 'pending')
+      .returning('id')
+      .execute();
+    if (sent.length !== ids.length)
+      throw new SettlementStateError(`settlements ${ids.join(', ')} are not all pending any more`);
+  });
+}
+
+/**
  * The payment was refused with nothing sent for it, but whether anything else paid it is not known
  * yet (x402: whether anyone used its authorization): `reason` is kept on the pending settlement for
  * whoever finishes it. Nothing changes once it was sent or finished.
@@ -340,8 +363,9 @@ export async function markSettlementRefused(store: Store, id: string, reason: st
 
 /**
  * A sent settlement's transaction replaced by `tx` (the same nonce, higher fees): recorded before it
- * is broadcast, the replaced hash kept, since either transaction may be the one mined. Throws
- * SettlementStateError when the settlement no longer waits on `replaced`.
+ * is broadcast, the replaced hash kept, since either transaction may be the one mined; so are the
+ * other settlements sent in the same transaction (a batch). Throws SettlementStateError when the
+ * settlement no longer waits on `replaced`.
  */
 export async function replaceSettlementTransaction(
   store: Store,
@@ -349,19 +373,23 @@ export async function replaceSettlementTransaction(
   replaced: Hex,
   tx: { hash: Hex; raw: Hex },
 ): Promise<Settlement> {
-  const row = await store.db
-    .updateTable('settlements')
-    .set({
-      tx_hash: tx.hash,
-      tx_raw: tx.raw,
-      replaced_tx_hashes: sql<string>`coalesce(${sql.ref('replaced_tx_hashes')} || ',', '') || ${replaced}`,
-      updated_at: Date.now(),
-    })
-    .where('id', '=', id)
-    .where('status', '=', 'sent')
-    .where('tx_hash', '=', replaced)
-    .returningAll()
-    .executeTakeFirst();
+  const row = await store.db.transaction().execute(async (trx) => {
+    const replace = () =>
+      trx
+        .updateTable('settlements')
+        .set({
+          tx_hash: tx.hash,
+          tx_raw: tx.raw,
+          replaced_tx_hashes: sql<string>`coalesce(${sql.ref('replaced_tx_hashes')} || ',', '') || ${replaced}`,
+          updated_at: Date.now(),
+        })
+        .where('status', '=', 'sent')
+        .where('tx_hash', '=', replaced);
+    const own = await replace().where('id', '=', id).returningAll().executeTakeFirst();
+    // The other settlements of a batch wait on the same transaction: they follow it to its replacement.
+    if (own) await replace().execute();
+    return own;
+  });
   if (!row) throw new SettlementStateError(`settlement ${id} no longer waits on ${replaced}`);
   return toSettlement(row);
 }

@@ -1,6 +1,7 @@
 export { installHttpMetrics, UNMATCHED_ROUTE } from './http-metrics.js';
 export { readLedgerSnapshot } from './ledger-snapshot.js';
 export {
+  type BatchShare,
   createGatewayMetrics,
   type GatewayMetrics,
   type GatewayMetricsOptions,

@@ -21,7 +21,7 @@ export interface SettlementMetrics {
   /** A settlement's transaction, waiting in the pool below the market's fees, was replaced with higher ones. */
   replaced(rail: PaymentRail): void;
   /** A transaction the gateway waited for was mined: its gas and fee count when the relayer sent it. */
-  gasSpent(rail: PaymentRail, kind: TransactionKind, receipt: TransactionReceipt): void;
+  gasSpent(rail: PaymentRail, kind: TransactionKind, receipt: TransactionReceipt, share?: BatchShare): void;
 }
 
 /** What a relayer transaction was for: paying a debt, or deploying a payer's smart account before it. */
@@ -196,14 +196,14 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
 
   const gasUsed = new Histogram({
     name: 'paygate_settlement_gas_used',
-    help: 'Gas used by each mined transaction the relayer sent, by rail and kind (settlement, deployment)',
+    help: 'Gas used by each mined transaction the relayer sent (by each settlement, its share of a batch), by rail and kind (settlement, deployment)',
     labelNames: ['rail', 'kind'] as const,
     buckets: GAS_BUCKETS,
     registers,
   });
   const feeWei = new Counter({
     name: 'paygate_settlement_fee_wei_total',
-    help: 'ETH the relayer paid for its mined transactions, in wei (gas used x effective gas price, plus the L1 data fee on an OP-stack chain), by rail and kind',
+    help: 'ETH the relayer paid for its mined transactions (each settlement its share of a batch), in wei (gas used x effective gas price, plus the L1 data fee on an OP-stack chain), by rail and kind',
     labelNames: ['rail', 'kind'] as const,
     registers,
   });
@@ -341,12 +341,13 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     replaced(rail) {
       replacements.inc({ rail });
     },
-    gasSpent(rail, kind, receipt) {
+    gasSpent(rail, kind, receipt, share) {
       // A remote facilitator's transactions are paid by its own key.
       if (options.relayer && !isAddressEqual(receipt.from, options.relayer.address)) return;
-      gasUsed.observe({ rail, kind }, Number(receipt.gasUsed));
-      feeWei.inc({ rail, kind }, Number(transactionFeeWei(receipt)));
-      options.relayer?.spent(kind, receipt.gasUsed);
+      const gas = shareOf(receipt.gasUsed, share);
+      gasUsed.observe({ rail, kind }, Number(gas));
+      feeWei.inc({ rail, kind }, Number(shareOf(transactionFeeWei(receipt), share)));
+      options.relayer?.spent(kind, gas);
     },
     chatRefused(status, reason) {
       chatRefusals.inc({ status, reason });
@@ -366,9 +367,27 @@ function transactionFeeWei(receipt: Pick<TransactionReceipt, 'gasUsed' | 'effect
 export function relayerCost(
   receipt: Pick<TransactionReceipt, 'from' | 'gasUsed' | 'effectiveGasPrice'>,
   relayer: Address,
+  share?: BatchShare,
 ): { gasUsed: bigint | null; feeWei: bigint } {
   if (!isAddressEqual(receipt.from, relayer)) return { gasUsed: null, feeWei: 0n };
-  return { gasUsed: receipt.gasUsed, feeWei: transactionFeeWei(receipt) };
+  return { gasUsed: shareOf(receipt.gasUsed, share), feeWei: shareOf(transactionFeeWei(receipt), share) };
+}
+
+/** A settlement's place in a transaction that pays `count` settlements (a batch): `position` from 0. */
+export interface BatchShare {
+  count: number;
+  position: number;
+}
+
+/**
+ * A settlement's part of what a transaction paying several cost: an equal share, the division's
+ * remainder on the first, so the shares of a batch add up to its cost exactly. The whole cost
+ * without a batch (or for a settlement it does not carry).
+ */
+function shareOf(total: bigint, share?: BatchShare): bigint {
+  if (!share || share.count <= 1 || share.position < 0) return total;
+  const each = total / BigInt(share.count);
+  return share.position === 0 ? each + (total % BigInt(share.count)) : each;
 }
 
 /** On an OP-stack chain (Base) the sender also pays the L1 data fee its receipt states (hex, unless viem's OP formatter read it). */

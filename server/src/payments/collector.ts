@@ -5,9 +5,9 @@ import type { Leadership } from '../store/leadership.js';
 import type { PayerLock } from '../store/payer-lock.js';
 import { pruneUnpaidSessions } from '../store/sessions.js';
 import { shownReason } from './chain-client.js';
-import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile.js';
+import { finishUnfinishedSettlements } from './outbox/reconcile.js';
 import { unexpiredSessions } from './session-records.js';
-import { settleSessionDebt } from './session-settlement.js';
+import { type SessionSettlementDeps, settleSessionDebt } from './session-settlement.js';
 import { type RefusalReason, SettlementRefusedError } from './settlement-errors.js';
 import { finishUnfinishedX402Settlements } from './x402/reconcile.js';
 
@@ -26,7 +26,7 @@ const DELEGATION_REFUSALS = new Set<RefusalReason>([
   'invalid_delegation',
 ]);
 
-export interface CollectorOptions extends OutboxDeps {
+export interface CollectorOptions extends SessionSettlementDeps {
   withPayerLock: PayerLock;
   /**
    * Debts whose newest record is older than this are collected; so are, at once, those whose

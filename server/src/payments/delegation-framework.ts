@@ -18,8 +18,11 @@ import {
   encodePacked,
   getAddress,
   type Hex,
+  isAddressEqual,
   keccak256,
+  type Log,
   type PublicClient,
+  parseEventLogs,
 } from 'viem';
 import type { AcceptedEnforcer } from '../client/types.js';
 
@@ -123,15 +126,54 @@ const SINGLE_DEFAULT_MODE = `0x${'0'.repeat(64)}` as const;
  * without native value, in the single default mode (the call packed as target, value, calldata).
  */
 export function redeemDelegationCalldata(delegation: Delegation, target: Address, callData: Hex): Hex {
+  return redeemDelegationsCalldata([{ delegation, target, callData }]);
+}
+
+/** One delegation redeemed for one call without native value. */
+export interface Redemption {
+  delegation: Delegation;
+  target: Address;
+  callData: Hex;
+}
+
+/**
+ * `redeemDelegations` of several delegations at once (each its own chain of one, one mode, one
+ * call), as the kit encodes it with `delegations: [[dA], [dB]]`: all succeed or the call reverts.
+ */
+export function redeemDelegationsCalldata(redemptions: readonly Redemption[]): Hex {
   return encodeFunctionData({
     abi: DelegationManager,
     functionName: 'redeemDelegations',
     args: [
-      [encodeAbiParameters(DELEGATIONS_ABI_TYPE, [[toDelegationStruct(delegation)]])],
-      [SINGLE_DEFAULT_MODE],
-      [encodePacked(['address', 'uint256', 'bytes'], [target, 0n, callData])],
+      redemptions.map(({ delegation }) =>
+        encodeAbiParameters(DELEGATIONS_ABI_TYPE, [[toDelegationStruct(delegation)]]),
+      ),
+      redemptions.map(() => SINGLE_DEFAULT_MODE),
+      redemptions.map(({ target, callData }) =>
+        encodePacked(['address', 'uint256', 'bytes'], [target, 0n, callData]),
+      ),
     ],
   });
+}
+
+/**
+ * How many delegations a mined transaction redeemed through the DelegationManager (its
+ * `RedeemedDelegation` events), and the position of `delegator`'s first among them (-1: none).
+ */
+export function redemptionsIn(
+  logs: readonly Log[],
+  delegationManager: Address,
+  delegator: Address,
+): { count: number; position: number } {
+  const redeemed = parseEventLogs({
+    abi: DelegationManager,
+    eventName: 'RedeemedDelegation',
+    logs: [...logs],
+  }).filter((log) => isAddressEqual(log.address, delegationManager));
+  return {
+    count: redeemed.length,
+    position: redeemed.findIndex((log) => isAddressEqual(log.args.rootDelegator, delegator)),
+  };
 }
 
 /** The kit's `contracts.DelegationManager.read.disabledDelegations`: whether the delegator disabled it. */

@@ -24,18 +24,21 @@ export class GasCapExceededError extends Error {
   constructor(
     readonly kind: TransactionKind,
     readonly estimate: bigint,
+    cap: bigint = GAS_CAPS[kind],
   ) {
-    const cap = GAS_CAPS[kind];
     super(`it needs ${estimate} gas; the gateway spends at most ${cap} on one`);
     this.name = 'GasCapExceededError';
     this.cap = cap;
   }
 }
 
-/** The gas limit a transaction of `kind` is sent with: its estimate and a margin, never above the cap. */
-export function cappedGasLimit(kind: TransactionKind, estimate: bigint): bigint {
-  const cap = GAS_CAPS[kind];
-  if (estimate > cap) throw new GasCapExceededError(kind, estimate);
+/**
+ * The gas limit a transaction of `kind` is sent with: its estimate and a margin, never above the cap
+ * (times `items`, for a transaction carrying that many settlements).
+ */
+export function cappedGasLimit(kind: TransactionKind, estimate: bigint, items = 1): bigint {
+  const cap = GAS_CAPS[kind] * BigInt(items);
+  if (estimate > cap) throw new GasCapExceededError(kind, estimate, cap);
   const withMargin = (estimate * GAS_MARGIN_PERCENT) / 100n;
   return withMargin < cap ? withMargin : cap;
 }

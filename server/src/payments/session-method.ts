@@ -8,10 +8,9 @@ import { ApiError } from '../http/errors.js';
 import type { AdmissionRequest } from '../services/chat-contracts.js';
 import type { Shortfall } from './exposure.js';
 import type { PaymentMethod, Spending } from './gate.js';
-import type { OutboxDeps } from './outbox/reconcile.js';
 import { sessionCapLimits, sessionCapsReader } from './session-allowance.js';
 import { findSession, type SessionRecord } from './session-records.js';
-import { type SettledDebt, settleSessionDebt } from './session-settlement.js';
+import { type SessionSettlementDeps, type SettledDebt, settleSessionDebt } from './session-settlement.js';
 import type { SettleOnCompletion } from './settle-on-completion.js';
 import { SettlementRefusedError, SettlementUnavailableError } from './settlement-errors.js';
 
@@ -23,7 +22,7 @@ export const SETTLEMENT_HEADERS = {
   id: 'x-settlement-id',
 } as const;
 
-export interface SessionMethodOptions extends OutboxDeps {
+export interface SessionMethodOptions extends SessionSettlementDeps {
   /**
    * Verifies `Authorization: Bearer <jwt>` (auth/jwt `verifiedCaller` with the app's JWT): its
    * signature and expiry only. Whether its session stands is read with the payer's debt.

@@ -10,8 +10,10 @@ import type { PaymentMethod } from './gate.js';
 import { finishUnfinishedSettlements, type OutboxDeps } from './outbox/reconcile.js';
 import { createSessionAuthorizer, type SessionAuthorizer } from './session-authorization.js';
 import { type SessionMethodOptions, sessionPaymentMethod } from './session-method.js';
+import type { SessionSettlementDeps } from './session-settlement.js';
 import { sessionTerms } from './session-terms.js';
 import { settleOnCompletion } from './settle-on-completion.js';
+import { settlementBatcher } from './settlement-batch.js';
 
 export interface SessionRailOptions {
   config: GatewayConfig;
@@ -53,11 +55,13 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
     maxLifetimeSeconds: config.limits.sessionMaxLifetimeSeconds,
     minCapAtomic: config.limits.sessionMinCapAtomic,
   };
-  const outbox: OutboxDeps = {
+  const outbox: SessionSettlementDeps = {
     store,
     chain,
     receiptTimeoutMs: config.limits.settlementTimeoutMs,
     metrics: options.metrics,
+    // One per gateway: the settlements of its payers that fall due together share a transaction.
+    batcher: settlementBatcher({ store, chain, maxWaitMs: config.limits.settlementBatchWaitMs }),
   };
   const collection = {
     ...outbox,

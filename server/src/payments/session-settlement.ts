@@ -2,13 +2,12 @@ import { type Address, BaseError, encodeFunctionData, erc20Abi, type Hash, type 
 import { PICO_PER_ATOMIC } from '../billing/money.js';
 import {
   failSettlement,
-  markSettlementSent,
+  markSettlementsSent,
   openSettlement,
   type Settlement,
   SettlementInProgressError,
 } from '../billing/settlements.js';
 import type { SettlementOutcome } from '../observability/index.js';
-import type { Store } from '../store/database.js';
 import { usdcBalanceOf } from './balances.js';
 import { type ChainClient, chainErrorReason } from './chain-client.js';
 import { redeemDelegationCalldata } from './delegation-framework.js';
@@ -17,19 +16,15 @@ import { delegatorCode } from './delegator-account.js';
 import { cappedGasLimit, GAS_CAPS, GasCapExceededError, gasCostPicoUsd } from './gas-caps.js';
 import {
   awaitReceipt,
+  batchShare,
   OUTBOX_FAILURES,
   type OutboxDeps,
   reconcileSettlement,
   settleFromReceipt,
 } from './outbox/reconcile.js';
-import {
-  BroadcastError,
-  NONCE_ATTEMPTS,
-  nodeHolds,
-  onSecondLook,
-  type SignedTransaction,
-} from './relayer.js';
+import { BroadcastError, NONCE_ATTEMPTS, nodeHolds, onSecondLook } from './relayer.js';
 import type { SessionRecord } from './session-records.js';
+import type { BatchItem, BatchSent, SettlementBatcher } from './settlement-batch.js';
 import {
   refusalFromRevert,
   SettlementRefusedError,
@@ -43,6 +38,11 @@ export interface SettledDebt {
   txHash: Hash;
   amountAtomic: bigint;
   blockNumber: bigint;
+}
+
+/** The outbox, and the batcher that sends this payer's settlement with other payers' (none: alone). */
+export interface SessionSettlementDeps extends OutboxDeps {
+  batcher?: SettlementBatcher;
 }
 
 export interface SettleOptions {
@@ -61,20 +61,27 @@ export interface SettleOptions {
  * revocation) or SettlementUnavailableError (the gateway's side; the outbox finishes it later).
  */
 export async function settleSessionDebt(
-  deps: OutboxDeps,
+  deps: SessionSettlementDeps,
   session: SessionRecord,
   options: SettleOptions = {},
 ): Promise<SettledDebt | null> {
+  let alone = false;
   for (let attempt = 1; ; attempt++) {
     const settlement = await openAfterUnfinished(deps, session);
     if (!settlement) return null;
     const seconds = () => (Date.now() - settlement.createdAt.getTime()) / 1000;
     try {
-      const settled = await pay(deps, session, settlement, options);
+      const settled = await pay(deps, session, settlement, { ...options, alone });
       deps.metrics?.settled('session', 'confirmed', seconds());
       return settled;
     } catch (error) {
       if (error instanceof BroadcastError && error.kind === 'nonce' && attempt < NONCE_ATTEMPTS) continue;
+      // A batch that reverted (the chain moved between its simulation and its block) sank this payer
+      // with another: its settlement was failed, its records are owed again, and it is sent alone once.
+      if (error instanceof SettlementRevertedError && error.batched && !alone) {
+        alone = true;
+        continue;
+      }
       // A broadcast lost on the way stays `sent` (it may be mined); one refused for its nonce was failed.
       const failure = error instanceof BroadcastError ? unavailable(error, error.kind === 'unknown') : error;
       deps.metrics?.settled('session', settlementOutcome(failure), seconds());
@@ -114,17 +121,17 @@ async function openAfterUnfinished(deps: OutboxDeps, session: SessionRecord): Pr
 }
 
 async function pay(
-  deps: OutboxDeps,
+  deps: SessionSettlementDeps,
   session: SessionRecord,
   settlement: Settlement,
-  options: SettleOptions,
+  options: SettleOptions & { alone: boolean },
 ): Promise<SettledDebt> {
   const { store, chain } = deps;
   const owed = settlement.amountAtomic;
   const redeemable = redeemableSignature(session.signature);
   const call = settlementCall(chain, session, owed);
 
-  let sent: SignedTransaction;
+  let sent: BatchSent;
   try {
     if (redeemable.deployment)
       await ensureDeployed(deps, session.wallet, redeemable.deployment, owed, options);
@@ -163,9 +170,22 @@ async function pay(
         'the account is no longer a MetaMask smart account of the Delegation Framework (its code or implementation changed)',
         owed,
       );
-    sent = await chain.relayer.submit({ ...call, gas }, (tx) =>
-      recordSettlementTransaction(store, settlement.id, tx),
-    );
+    const item: BatchItem = {
+      settlementId: settlement.id,
+      delegation: { ...session.delegation, signature: redeemable.signature },
+      transfer: call.transfer,
+      gas,
+      simulate: () => simulate(deps, call.to, call.data, owed),
+    };
+    sent =
+      deps.batcher && !options.alone
+        ? await deps.batcher.send(item)
+        : {
+            tx: await chain.relayer.submit({ to: call.to, data: call.data, gas }, (tx) =>
+              markSettlementsSent(store, [settlement.id], tx),
+            ),
+            items: 1,
+          };
   } catch (caught) {
     // Sent or not, a broadcast that failed on the way stays `sent`: the outbox decides from the chain.
     if (caught instanceof BroadcastError && caught.kind === 'unknown') throw caught;
@@ -191,27 +211,30 @@ async function pay(
     throw error;
   }
 
-  const receipt = await awaitReceipt(deps, sent.hash).catch((error: unknown) => {
+  const receipt = await awaitReceipt(deps, sent.tx.hash).catch((error: unknown) => {
     throw new SettlementUnavailableError(
-      `settlement ${sent.hash} was sent but its receipt cannot be read (${chainErrorReason(error)}); retry shortly`,
+      `settlement ${sent.tx.hash} was sent but its receipt cannot be read (${chainErrorReason(error)}); retry shortly`,
       true,
     );
   });
   if (receipt === 'in-flight')
-    throw new SettlementUnavailableError(`settlement ${sent.hash} is not confirmed yet; retry shortly`, true);
+    throw new SettlementUnavailableError(
+      `settlement ${sent.tx.hash} is not confirmed yet; retry shortly`,
+      true,
+    );
   if (receipt === null) {
     await failSettlement(store, settlement.id, OUTBOX_FAILURES.replaced);
-    throw new SettlementUnavailableError(`settlement ${sent.hash} was dropped; retry`, false);
+    throw new SettlementUnavailableError(`settlement ${sent.tx.hash} was dropped; retry`, false);
   }
-  deps.metrics?.gasSpent('session', 'settlement', receipt);
+  deps.metrics?.gasSpent('session', 'settlement', receipt, batchShare(chain, settlement, receipt));
   const final = await settleFromReceipt(deps, settlement, receipt);
   // Its simulation passed: a revert on chain says the state moved meanwhile (or the gateway's gas
   // fell short), not what the payer must fix. The next attempt simulates again and tells which.
-  if (receipt.status !== 'success') throw new SettlementRevertedError(sent.hash);
+  if (receipt.status !== 'success') throw new SettlementRevertedError(sent.tx.hash, sent.items > 1);
   if (final.status !== 'confirmed') throw new SettlementRefusedError('not_paid', undefined, owed);
   return {
     settlementId: settlement.id,
-    txHash: sent.hash,
+    txHash: sent.tx.hash,
     amountAtomic: owed,
     blockNumber: receipt.blockNumber,
   };
@@ -225,13 +248,14 @@ export function settlementCall(
   chain: Pick<ChainClient, 'usdc' | 'treasury' | 'environment'>,
   session: Pick<SessionRecord, 'delegation' | 'signature'>,
   amountAtomic: bigint,
-): { to: Address; data: Hex } {
+): { to: Address; data: Hex; transfer: Hex } {
   const transfer = encodeFunctionData({
     abi: erc20Abi,
     functionName: 'transfer',
     args: [chain.treasury, amountAtomic],
   });
   return {
+    transfer,
     to: chain.environment.DelegationManager,
     data: redeemDelegationCalldata(
       { ...session.delegation, signature: redeemableSignature(session.signature).signature },
@@ -239,17 +263,6 @@ export function settlementCall(
       transfer,
     ),
   };
-}
-
-/** The outbox write before a broadcast: the signed transaction and its hash, the settlement `sent`. */
-export async function recordSettlementTransaction(store: Store, settlementId: string, tx: SignedTransaction) {
-  await store.db
-    .updateTable('settlements')
-    .set({ tx_raw: tx.raw })
-    .where('id', '=', settlementId)
-    .where('status', '=', 'pending')
-    .execute();
-  await markSettlementSent(store, settlementId, tx.hash);
 }
 
 /** Simulates the call from the relayer; resolves with the gas to send it with. */

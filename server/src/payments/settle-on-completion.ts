@@ -1,10 +1,9 @@
 import type { Address } from 'viem';
 import type { PayerLock } from '../store/payer-lock.js';
-import type { OutboxDeps } from './outbox/reconcile.js';
 import { findSession } from './session-records.js';
-import { settleSessionDebt } from './session-settlement.js';
+import { type SessionSettlementDeps, settleSessionDebt } from './session-settlement.js';
 
-export interface SettleOnCompletionOptions extends OutboxDeps {
+export interface SettleOnCompletionOptions extends SessionSettlementDeps {
   withPayerLock: PayerLock;
   /** SETTLE_ON_COMPLETION: every paid request is settled on completion, not only those near their session's end. */
   everyRequest: boolean;

@@ -58,7 +58,11 @@ export class SettlementUnavailableError extends Error {
  * Retryable (the state moved meanwhile), and the next attempt's simulation says what the payer must fix.
  */
 export class SettlementRevertedError extends SettlementUnavailableError {
-  constructor(hash: string) {
+  /** `batched`: the transaction paid other payers' settlements too (all reverted with it). */
+  constructor(
+    hash: string,
+    readonly batched = false,
+  ) {
     super(`settlement ${hash} reverted on chain after its simulation passed; nothing was paid; retry`, false);
     this.name = 'SettlementRevertedError';
   }

@@ -7,12 +7,17 @@ import {
   usdcBalance,
 } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
-import { openSettlement, type Settlement, settlementsOf } from '../../src/billing/settlements.js';
+import {
+  markSettlementsSent,
+  openSettlement,
+  type Settlement,
+  settlementsOf,
+} from '../../src/billing/settlements.js';
 import type { GatewayConfig } from '../../src/config.js';
 import { type ChainClient, createChainClient } from '../../src/payments/chain-client.js';
 import { OUTBOX_FAILURES } from '../../src/payments/outbox/reconcile.js';
 import { findSession } from '../../src/payments/session-records.js';
-import { recordSettlementTransaction, settlementCall } from '../../src/payments/session-settlement.js';
+import { settlementCall } from '../../src/payments/session-settlement.js';
 import { openStore, type Store } from '../../src/store/database.js';
 import {
   type AnthropicStep,
@@ -87,11 +92,11 @@ async function settleUntilCrash(
   if (!settlement) throw new Error('nothing owed');
   const session = await findSession(store, debtorOf.sessionId);
   if (!session) throw new Error('no session');
-  const call = settlementCall(chain, session, settlement.amountAtomic);
-  const gas = await chain.publicClient.estimateGas({ account: chain.relayer.address, ...call });
+  const { to, data } = settlementCall(chain, session, settlement.amountAtomic);
+  const gas = await chain.publicClient.estimateGas({ account: chain.relayer.address, to, data });
   await chain.relayer
-    .submit({ ...call, gas: gas * 2n }, async (tx) => {
-      await recordSettlementTransaction(store, settlement.id, tx);
+    .submit({ to, data, gas: gas * 2n }, async (tx) => {
+      await markSettlementsSent(store, [settlement.id], tx);
       if (!broadcast) throw new Crash();
     })
     .catch((error: unknown) => {

@@ -62,6 +62,7 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
       collectorIntervalMs: 30_000,
       collectorBatchSize: 100,
       settlementTimeoutMs: 30_000,
+      settlementBatchWaitMs: 3_000,
       sessionMaxLifetimeSeconds: 30 * 86_400,
       sessionMinCapAtomic: 10_000n,
     },

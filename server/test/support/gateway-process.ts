@@ -162,6 +162,7 @@ export function gatewayEnvironment(config: GatewayConfig, dir: string): Record<s
     COLLECTOR_INTERVAL_MS: String(limits.collectorIntervalMs),
     COLLECTOR_BATCH_SIZE: String(limits.collectorBatchSize),
     SETTLEMENT_TIMEOUT_MS: String(limits.settlementTimeoutMs),
+    SETTLEMENT_BATCH_WAIT_MS: String(limits.settlementBatchWaitMs),
     DATABASE_QUERY_TIMEOUT_MS: limits.databaseQueryTimeoutMs?.toString(),
     SESSION_MIN_CAP_ATOMIC: limits.sessionMinCapAtomic.toString(),
   };

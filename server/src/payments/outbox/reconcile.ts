@@ -15,10 +15,11 @@ import {
   type Settlement,
   SettlementStateError,
 } from '../../billing/settlements.js';
-import { relayerCost, type SettlementMetrics } from '../../observability/index.js';
+import { type BatchShare, relayerCost, type SettlementMetrics } from '../../observability/index.js';
 import { isStoreUnavailable, type Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import { type ChainClient, isTransportFailure } from '../chain-client.js';
+import { redemptionsIn } from '../delegation-framework.js';
 import { BroadcastError, nodeHolds, onSecondLook } from '../relayer.js';
 import { paysTreasury } from '../treasury-transfer.js';
 
@@ -125,8 +126,17 @@ export function settleFromReceipt(
   return confirmSettlement(store, settlement.id, {
     txHash: receipt.transactionHash,
     blockNumber: receipt.blockNumber,
-    ...relayerCost(receipt, chain.relayer.address),
+    ...relayerCost(receipt, chain.relayer.address, batchShare(chain, settlement, receipt)),
   });
+}
+
+/** The settlement's place among the payers a transaction paid (several in a batch). */
+export function batchShare(
+  chain: Pick<ChainClient, 'environment'>,
+  settlement: Pick<Settlement, 'payer'>,
+  receipt: Pick<TransactionReceipt, 'logs'>,
+): BatchShare {
+  return redemptionsIn(receipt.logs, chain.environment.DelegationManager, settlement.payer);
 }
 
 /**

@@ -1,0 +1,253 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import { type Address, encodeFunctionData, type Hash, parseEventLogs } from 'viem';
+import { afterAll, describe, expect, test, vi } from 'vitest';
+import { type LocalChain, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
+import { debtOf } from '../../src/billing/ledger.js';
+import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
+import {
+  type AnthropicStep,
+  authorize,
+  chat,
+  type GatewayUnderTest,
+  MODEL,
+  newPayer,
+  openaiFor,
+  type Simulator,
+  SMALL,
+  SMALL_COST_ATOMIC,
+  sessionGatewayConfig,
+  startGateway,
+  withSessionStack,
+} from './harness.js';
+
+// Settlements of different payers that fall due while one transaction is being mined go out
+// together in one `redeemDelegations` at the next block; the test holds the chain's blocks to make
+// them fall due together.
+
+/**
+ * Gas per payer settlement in a batch of 12 (the transaction's gas over 12), each payer's first and a
+ * later one, on the client's caveat set (amount, calldata, timestamp): a few hundred gas above the
+ * measured values; a regression guard, not a timing.
+ */
+const BATCH_CEILING_PER_PAYER = { first: 139_500n, later: 122_500n };
+
+let local: LocalChain;
+let anthropic: Simulator<AnthropicStep>;
+let gateway: GatewayUnderTest;
+let treasury: Address;
+
+withSessionStack(async (stack) => {
+  ({ local, anthropic } = stack);
+  treasury = local.accounts.treasury.address;
+  gateway = await startGateway(
+    sessionGatewayConfig(local, anthropic, {
+      databaseUrl: stack.database.url,
+      // A batch waits for the transaction before it however long the test holds the blocks.
+      limits: { settlementBatchWaitMs: 120_000 },
+    }),
+  );
+});
+
+afterAll(() => gateway?.close());
+
+let salt = 0x10;
+
+/** A payer with a session whose one answered request (66 units) is owed. */
+async function owingPayer(owner: number) {
+  const payer = await newPayer(local, owner % 7, { salt: salt++ });
+  const session = await authorize(gateway, payer);
+  anthropic.script({ text: 'owed', usage: SMALL });
+  await chat(openaiFor(gateway, session.token));
+  return { address: payer.address, token: session.token };
+}
+
+type OwingPayer = Awaited<ReturnType<typeof owingPayer>>;
+
+/** A chat request by fetch: the 402's body is read whole. */
+async function request(payer: OwingPayer) {
+  const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${payer.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 64 }),
+  });
+  return {
+    status: res.status,
+    tx: res.headers.get('x-settlement-tx') as Hash | null,
+    body: (await res.json()) as { error?: { code: string; details?: Record<string, unknown> } },
+  };
+}
+
+const newest = async (payer: Address): Promise<Settlement | undefined> =>
+  (await settlementsOf(gateway.store, payer, { limit: 1 }))[0];
+
+/** Blocks are mined only when the test says so. */
+async function holdBlocks() {
+  await local.testClient.setAutomine(false);
+  await local.testClient.setIntervalMining({ interval: 0 });
+}
+
+/** Each transaction is mined as it arrives again, those waiting first. */
+async function releaseBlocks() {
+  await local.testClient.setAutomine(true);
+  await local.testClient.mine({ blocks: 1 });
+}
+
+/**
+ * `starter`'s settlement is sent and waits in the pool; then each of `payers` requests, and its
+ * settlement is opened and queued behind it. Resolves with the requests under way.
+ */
+async function dueWhileOneIsMined(starter: OwingPayer, payers: OwingPayer[]) {
+  anthropic.script(...[starter, ...payers].map(() => ({ text: 'next', usage: SMALL })));
+  const first = request(starter);
+  await vi.waitFor(async () => expect((await newest(starter.address))?.status).toBe('sent'), {
+    timeout: 10_000,
+    interval: 20,
+  });
+  const answers = Promise.all(payers.map(request));
+  await vi.waitFor(
+    async () => {
+      for (const payer of payers) expect((await newest(payer.address))?.status).toBe('pending');
+    },
+    { timeout: 20_000, interval: 20 },
+  );
+  // Opened; each is simulated alone (two calls to the node) before it joins the queue.
+  await delay(500);
+  return { first, answers };
+}
+
+/**
+ * The settlements of `payers` fall due while `starter`'s is mined: they go out in one transaction at
+ * the next block. Every request is answered 200; resolves with the answers and that transaction.
+ */
+async function settleTogether(starter: OwingPayer, payers: OwingPayer[]) {
+  const forwarded = anthropic.log.length;
+  await holdBlocks();
+  let answers: Awaited<ReturnType<typeof request>>[];
+  try {
+    const due = await dueWhileOneIsMined(starter, payers);
+    // The starter's block: the others go out together behind it.
+    await local.testClient.mine({ blocks: 1 });
+    await vi.waitFor(
+      async () => {
+        for (const payer of payers) expect((await newest(payer.address))?.status).toBe('sent');
+      },
+      { timeout: 10_000, interval: 20 },
+    );
+    await releaseBlocks();
+    expect((await due.first).status).toBe(200);
+    answers = await due.answers;
+  } finally {
+    await local.testClient.setAutomine(true);
+  }
+  expect(answers.map((answer) => answer.status)).toEqual(payers.map(() => 200));
+  expect(anthropic.log.length).toBe(forwarded + payers.length + 1);
+  const [hash, ...others] = new Set(answers.map((answer) => answer.tx));
+  expect(others).toEqual([]);
+  const receipt = await local.publicClient.getTransactionReceipt({ hash: hash as Hash });
+  expect(receipt.status).toBe('success');
+  return receipt;
+}
+
+describe('settlements of different payers falling due together', () => {
+  test('12 payers settle in one transaction at the next block: each pays its own debt, gas shared', async () => {
+    const starter = await owingPayer(0);
+    const payers: OwingPayer[] = [];
+    for (let index = 1; index <= 12; index++) payers.push(await owingPayer(index));
+    const treasuryBefore = await usdcBalance(local, treasury);
+
+    // Each payer's first settlement (its enforcer's counter is written), then a later one.
+    const first = await settleTogether(starter, payers);
+    const receipt = await settleTogether(starter, payers);
+    const transfers = parseEventLogs({ abi: testUsdcAbi, logs: receipt.logs, eventName: 'Transfer' }).map(
+      ({ args }) => args,
+    );
+    // In the order the settlements joined the queue.
+    expect(transfers).toHaveLength(12);
+    expect(transfers).toEqual(
+      expect.arrayContaining(
+        payers.map((payer) => ({ from: payer.address, to: treasury, value: SMALL_COST_ATOMIC })),
+      ),
+    );
+    expect(await usdcBalance(local, treasury)).toBe(treasuryBefore + 26n * SMALL_COST_ATOMIC);
+
+    // Each settlement keeps its share of the transaction's gas and fee; the shares add up to it exactly.
+    const settlements = await Promise.all(
+      payers.map(async (payer) => (await newest(payer.address)) as Settlement),
+    );
+    for (const settlement of settlements)
+      expect(settlement).toMatchObject({
+        status: 'confirmed',
+        txHash: receipt.transactionHash,
+        amountAtomic: SMALL_COST_ATOMIC,
+      });
+    const sum = (values: Array<bigint | null>) =>
+      values.reduce<bigint>((total, value) => total + (value ?? 0n), 0n);
+    expect(sum(settlements.map((settlement) => settlement.gasUsed))).toBe(receipt.gasUsed);
+    expect(sum(settlements.map((settlement) => settlement.feeWei))).toBe(
+      receipt.gasUsed * receipt.effectiveGasPrice,
+    );
+    const [firstPerPayer, laterPerPayer] = [first.gasUsed / 12n, receipt.gasUsed / 12n];
+    console.log(
+      `12 payers in one transaction, gas per payer settlement: first ${firstPerPayer} (${first.gasUsed} in all), later ${laterPerPayer} (${receipt.gasUsed})`,
+    );
+    expect(firstPerPayer).toBeLessThanOrEqual(BATCH_CEILING_PER_PAYER.first);
+    expect(laterPerPayer).toBeLessThanOrEqual(BATCH_CEILING_PER_PAYER.later);
+  });
+
+  test('a payer whose USDC moved away after its simulation is left out: the others settle together, it stays owed (402)', async () => {
+    const starter = await owingPayer(0);
+    const [first, second, emptied] = [await owingPayer(1), await owingPayer(2), await owingPayer(3)];
+    const forwarded = anthropic.log.length;
+
+    await holdBlocks();
+    let answers: Awaited<ReturnType<typeof request>>[];
+    try {
+      const due = await dueWhileOneIsMined(starter, [first, second, emptied]);
+      // The payer moves its USDC away; it is mined in the starter's block, before the batch is sent.
+      await local.testClient.impersonateAccount({ address: emptied.address });
+      await local.testClient.setBalance({ address: emptied.address, value: 10n ** 18n });
+      await local.testClient.sendUnsignedTransaction({
+        from: emptied.address,
+        to: local.usdc,
+        data: encodeFunctionData({
+          abi: testUsdcAbi,
+          functionName: 'transfer',
+          args: [local.accounts.deployer.address, await usdcBalance(local, emptied.address)],
+        }),
+      });
+      await local.testClient.stopImpersonatingAccount({ address: emptied.address });
+      await local.testClient.mine({ blocks: 1 });
+      expect(await usdcBalance(local, emptied.address)).toBe(0n);
+      await vi.waitFor(
+        async () => {
+          for (const payer of [first, second]) expect((await newest(payer.address))?.status).toBe('sent');
+        },
+        { timeout: 10_000, interval: 20 },
+      );
+      await releaseBlocks();
+      expect((await due.first).status).toBe(200);
+      answers = await due.answers;
+    } finally {
+      await local.testClient.setAutomine(true);
+    }
+
+    const [paidFirst, paidSecond, refused] = answers as [
+      (typeof answers)[0],
+      (typeof answers)[0],
+      (typeof answers)[0],
+    ];
+    expect([paidFirst.status, paidSecond.status]).toEqual([200, 200]);
+    expect(paidFirst.tx).toBe(paidSecond.tx);
+    expect(refused.status).toBe(402);
+    expect(refused.body.error?.details).toMatchObject({ reason: 'insufficient_balance', owedAtomic: '66' });
+    // Only the starter's and the two payers' requests reached the provider.
+    expect(anthropic.log.length).toBe(forwarded + 3);
+    expect((await debtOf(gateway.store, emptied.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
+    expect(await newest(emptied.address)).toMatchObject({ status: 'failed' });
+
+    // The strict default: nothing is forwarded while its debt is unpaid.
+    const again = await request(emptied);
+    expect(again.status).toBe(402);
+    expect(anthropic.log.length).toBe(forwarded + 3);
+  });
+});
