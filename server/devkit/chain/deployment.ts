@@ -1,8 +1,11 @@
 import type { SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import { deploySmartAccountsEnvironment } from '@metamask/smart-accounts-kit/utils';
+import { x402UptoPermit2ProxyAddress } from '@x402/evm';
 import { type Address, getAddress } from 'viem';
 import { artifact as multicall3Artifact } from '../contracts/artifacts/Multicall3.js';
 import { artifact as testUsdcArtifact } from '../contracts/artifacts/TestUSDC.js';
+import { artifact as uptoProxyArtifact } from '../contracts/artifacts/X402UptoPermit2Proxy.js';
+import { permit2Address, permit2RuntimeCode } from '../contracts/permit2.js';
 import {
   type LocalPublicClient,
   type LocalTestClient,
@@ -17,12 +20,12 @@ export interface LocalDeployment {
 }
 
 /** Bump when what `deployLocalContracts` does changes, so cached snapshots are rebuilt. */
-export const deploymentScriptVersion = 3;
+export const deploymentScriptVersion = 4;
 
 /**
  * Deploys the test USDC (owned by the deployer) and the MetaMask Delegation Framework, in this order, from a
- * fresh deployer: the addresses depend only on the deployer's nonces, so they are deterministic. Multicall3
- * goes to its canonical address, as on Base.
+ * fresh deployer: the addresses depend only on the deployer's nonces, so they are deterministic. Multicall3,
+ * Permit2 and x402's \`upto\` proxy go to their canonical addresses, as on Base.
  */
 export async function deployLocalContracts(clients: {
   deployer: LocalWalletClient;
@@ -31,6 +34,11 @@ export async function deployLocalContracts(clients: {
 }): Promise<LocalDeployment> {
   const { deployer, publicClient, testClient } = clients;
   await testClient.setCode({ address: multicall3Address, bytecode: multicall3Artifact.deployedBytecode });
+  await testClient.setCode({ address: permit2Address, bytecode: permit2RuntimeCode });
+  await testClient.setCode({
+    address: x402UptoPermit2ProxyAddress,
+    bytecode: uptoProxyArtifact.deployedBytecode,
+  });
   const usdcTx = await deployer.deployContract({
     abi: testUsdcArtifact.abi,
     bytecode: testUsdcArtifact.bytecode,

@@ -9,6 +9,8 @@ import { gunzipSync } from 'node:zlib';
 import type { Hex } from 'viem';
 import { artifact as multicall3Artifact } from '../contracts/artifacts/Multicall3.js';
 import { artifact as testUsdcArtifact } from '../contracts/artifacts/TestUSDC.js';
+import { artifact as uptoProxyArtifact } from '../contracts/artifacts/X402UptoPermit2Proxy.js';
+import { permit2RuntimeCode } from '../contracts/permit2.js';
 import { localChainAccounts } from './accounts.js';
 import { anvilVersion, rpc, startAnvil } from './anvil.js';
 import {
@@ -46,6 +48,8 @@ export function snapshotKey(): string {
       JSON.stringify([
         testUsdcArtifact.bytecode,
         multicall3Artifact.deployedBytecode,
+        permit2RuntimeCode,
+        uptoProxyArtifact.deployedBytecode,
         kit.version,
         anvilVersion(),
         deploymentScriptVersion,

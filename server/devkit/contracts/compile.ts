@@ -35,6 +35,7 @@ export const contractSources = {
   Multicall3: 'Multicall3.sol',
   InertDelegator: 'InertDelegator.sol',
   GasHungryDelegator: 'GasHungryDelegator.sol',
+  X402UptoPermit2Proxy: 'X402UptoPermit2Proxy.sol',
 } as const;
 export type ContractName = keyof typeof contractSources;
 
