@@ -72,6 +72,8 @@ export interface GatewayParts {
 
 /** How long a usage write waits out a database outage: the provider has served the request already. */
 const USAGE_WRITE_RETRY_MS = 10_000;
+/** An upto permit's validity beyond a request's longest run and settlement: the time to admit it. */
+const UPTO_SLACK_SECONDS = 60;
 
 /** Log lines are written in chunks of about this size, and at least every LOG_FLUSH_MS. */
 const LOG_BUFFER_BYTES = 4096;
@@ -149,8 +151,17 @@ export async function buildApp(
     chain,
     facilitator: gatewayFacilitator(chain, config.chain.facilitatorUrl, config.limits.settlementTimeoutMs),
     receiptTimeoutMs: config.limits.settlementTimeoutMs,
-    log: { error: (details, message) => app.log.error(details, message) },
+    log: {
+      error: (details, message) => app.log.error(details, message),
+      warn: (details, message) => app.log.warn(details, message),
+    },
     metrics,
+    commissionBps: config.commissionBps,
+    // The longest a request runs after its admission, then the wait for its settlement's receipt.
+    uptoValiditySeconds: Math.ceil(
+      (config.limits.upstreamCompletionTimeoutMs + config.limits.settlementTimeoutMs) / 1000 +
+        UPTO_SLACK_SECONDS,
+    ),
   });
   // The rail reaches the app's JWT and logger only once requests arrive, after `app` exists below.
   const sessionRail = createSessionRail({
@@ -332,7 +343,7 @@ export async function buildApp(
   });
   app.addHook('onClose', async () => {
     await collectorStopped;
-    await sessionRail.settled();
+    await Promise.all([sessionRail.settled(), x402Rail.settled()]);
   });
   app.addHook('onReady', async () => {
     // A failure here is retried by the collector, which finishes settlements left in flight.

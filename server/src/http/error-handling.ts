@@ -95,6 +95,7 @@ const REFUSAL_REASONS = new Set<string>([
   'request_exceeds_cap',
   'requests_in_flight',
   'unproven_payer_limit',
+  'upto_maximum_too_low',
   'unproven_exposure',
 ] satisfies Array<RefusalReason | ShortfallReason | 'unproven_exposure'>);
 

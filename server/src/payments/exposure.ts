@@ -14,8 +14,11 @@ import type { AdmissionRequest } from '../services/chat-contracts.js';
 
 /** One limit on what a payer can still be charged, in USDC atomic units. */
 export interface SpendingLimit {
-  /** `total`/`period`: its session's delegation caps; `balance`: its USDC; `unproven`: a payer that never paid. */
-  kind: 'total' | 'period' | 'balance' | 'unproven';
+  /**
+   * `total`/`period`: its session's delegation caps; `balance`: its USDC; `unproven`: a payer that
+   * never paid; `upto`: the maximum of the `upto` permit paying the request.
+   */
+  kind: 'total' | 'period' | 'balance' | 'unproven' | 'upto';
   /** In words, for the refusal: "the session's total cap of 5 USDC". */
   name: string;
   limitAtomic: bigint;
@@ -65,7 +68,8 @@ export type ShortfallReason =
   | 'request_exceeds_cap'
   | 'requests_in_flight'
   | 'insufficient_balance'
-  | 'unproven_payer_limit';
+  | 'unproven_payer_limit'
+  | 'upto_maximum_too_low';
 
 /** A request its payer cannot pay for: why, in words, and the figures for the client. */
 export interface Shortfall {
@@ -77,7 +81,7 @@ export interface Shortfall {
 
 /** `error.details` beside `reason`: USDC atomic units as decimal strings. */
 export interface ShortfallDetails {
-  /** Which limit: `total`/`period` cap, `balance`, `unproven`. */
+  /** Which limit: `total`/`period` cap, `balance`, `unproven`, `upto`. */
   cap: SpendingLimit['kind'];
   capAtomic: string;
   availableAtomic: string;
@@ -176,6 +180,7 @@ const REFUSED: Record<SpendingLimit['kind'], ShortfallReason> = {
   period: 'cap_reached',
   balance: 'insufficient_balance',
   unproven: 'unproven_payer_limit',
+  upto: 'upto_maximum_too_low',
 };
 
 /** The refusal of a request that alone is beyond a limit. */
@@ -190,4 +195,5 @@ const REMEDY: Record<SpendingLimit['kind'], string> = {
   period: 'or authorize a session with a larger cap',
   balance: 'or add USDC to the paying account',
   unproven: 'or pay this request in smaller steps until a first payment is confirmed',
+  upto: 'or sign an upto permit for at least the amount the 402 asks',
 };

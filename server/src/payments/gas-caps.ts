@@ -6,7 +6,8 @@
 export const GAS_CAPS = {
   // Redeeming a delegation of a HybridDeleGator (EOA owner): 206,459-240,659 on anvil; room for a passkey's P256 check.
   sessionSettlement: 1_000_000n,
-  // EIP-3009 transferWithAuthorization: 68,838-85,938 from an EOA, 77,680 from a HybridDeleGator (ERC-1271) on anvil.
+  // EIP-3009 transferWithAuthorization: 68,838-85,938 from an EOA, 77,680 from a HybridDeleGator (ERC-1271) on anvil;
+  // an upto permit through x402's Permit2 proxy: 81,895-98,995 from an EOA.
   x402Settlement: 150_000n,
   // SimpleFactory deploying a HybridDeleGator: 187,057 with an EOA owner, 429,890 with three passkeys more, on anvil.
   deployment: 1_000_000n,

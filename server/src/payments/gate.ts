@@ -24,6 +24,11 @@ export interface Spending {
   limits: SpendingLimit[];
   /** What it owes for requests completed since its debt was settled (pico-USD). */
   owedPicoUsd: bigint;
+  /**
+   * Its request is paid by a signed maximum (an x402 `upto` permit, among `limits`) that the
+   * gateway settles once it completes: the bound on payers with no payment yet does not apply.
+   */
+  paidUpTo?: boolean;
 }
 
 /** A payer named by a verified credential, and how to pay what it owes. */
@@ -94,6 +99,7 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
       options.balances.usdcOf(identified.payer, { fresh: moved }),
       options.unproven.isProven(identified.payer),
     ]);
+    const bounded = !proven && !spending.paidUpTo;
     const limits: SpendingLimit[] = [
       ...spending.limits,
       {
@@ -103,7 +109,7 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
         availableAtomic: balanceAtomic,
       },
     ];
-    if (!proven) {
+    if (bounded) {
       const max = options.unproven.payerMaxAtomic;
       limits.push({
         kind: 'unproven',
@@ -112,7 +118,7 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
         availableAtomic: max,
       });
     }
-    return { limits, owedPicoUsd: spending.owedPicoUsd, proven };
+    return { limits, owedPicoUsd: spending.owedPicoUsd, bounded };
   };
 
   return {
@@ -127,13 +133,13 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
         const settled = (await identified.owesNothing?.())
           ? { headers: {}, moved: false }
           : await options.withPayerLock(identified.payer, () => identified.settleDebt());
-        const { limits, owedPicoUsd, proven } = await limitsOf(identified, settled.moved).catch(
+        const { limits, owedPicoUsd, bounded } = await limitsOf(identified, settled.moved).catch(
           chainUnreadable,
         );
         const fit = fitRequest(planned, limits, { owedPicoUsd, inFlightPicoUsd: slot.othersReservedPicoUsd });
         if (!('worst' in fit)) throw await refusal(identified, fit);
         slot.lower(fit.worst.picoUsd).catch(() => undefined);
-        if (!proven) taken = await options.unproven.take(fit.worst.picoUsd);
+        if (bounded) taken = await options.unproven.take(fit.worst.picoUsd);
         const share = taken;
         return {
           payer: identified.payer,

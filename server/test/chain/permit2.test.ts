@@ -43,7 +43,7 @@ test('Permit2 is at its canonical address with the committed code, signing under
   });
   expect(separator).toBe(
     hashDomain({
-      domain: { name: 'Permit2', chainId: local.chainId, verifyingContract: permit2Address },
+      domain: { name: 'Permit2', chainId: BigInt(local.chainId), verifyingContract: permit2Address },
       types: {
         EIP712Domain: [
           { name: 'name', type: 'string' },

@@ -73,6 +73,21 @@ describe('a request without credentials', () => {
         maxTimeoutSeconds: 120,
         extra: { name: 'USD Coin', version: '2' },
       },
+      {
+        scheme: 'upto',
+        network: 'eip155:31337',
+        asset: stack.local.usdc,
+        // The request's worst case: its prompt's bound and the model's whole output, at its prices.
+        amount: expect.stringMatching(/^[1-9]\d*$/),
+        payTo: treasury,
+        maxTimeoutSeconds: expect.any(Number),
+        extra: {
+          name: 'USD Coin',
+          version: '2',
+          assetTransferMethod: 'permit2',
+          facilitatorAddress: stack.local.accounts.gateway.address,
+        },
+      },
     ];
     expect(required).toEqual({
       x402Version: 2,
@@ -364,7 +379,7 @@ describe('a proof whose payer is not the signer the facilitator checks', () => {
       code: 'validation_error',
       field: 'PAYMENT-SIGNATURE',
       message:
-        'PAYMENT-SIGNATURE carries a Permit2 authorization; this gateway accepts EIP-3009 transferWithAuthorization only',
+        'PAYMENT-SIGNATURE carries a Permit2 authorization; this gateway accepts them by the "upto" scheme, and EIP-3009 transferWithAuthorization by "exact"',
     });
     expect(stack.anthropic.log.length).toBe(forwarded);
     expect((await debtOf(stack.gateway.store, victim)).owedAtomic).toBe(0n);
@@ -377,6 +392,8 @@ describe('a proof whose payer is not the signer the facilitator checks', () => {
       chain: createChainClient(stack.gateway.config.chain),
       facilitator: { announcesSends: true, verify, settle: () => Promise.reject(new Error('not here')) },
       receiptTimeoutMs: 1_000,
+      commissionBps: stack.gateway.config.commissionBps,
+      uptoValiditySeconds: 660,
     }).method.identify({
       headers: { 'payment-signature': header },
       url: '/v1/chat/completions',

@@ -4,9 +4,10 @@ import type { Store } from '../../store/database.js';
 import type { X402AuthorizationsTable } from '../../store/schema.js';
 
 /**
- * The replay guard: every EIP-3009 authorization the gateway accepted, keyed as the token keys its
- * nonces (asset, authorizer, nonce). In the database, so a proof is accepted once across restarts
- * and across gateway instances.
+ * The replay guard: every authorization the gateway accepted, keyed as the contract that spends it
+ * keys its nonces (asset, authorizer, nonce): the token for an EIP-3009 authorization, Permit2 for
+ * an `upto` permit. In the database, so a proof is accepted once across restarts and across
+ * gateway instances.
  */
 export interface SeenAuthorization {
   asset: Address;
@@ -67,6 +68,39 @@ export async function authorizationOfSettlement(
     .where('settlement_id', '=', settlementId)
     .executeTakeFirst();
   return row && toSeenAuthorization(row);
+}
+
+/**
+ * An `upto` permit, recorded when its request was admitted, pays the settlement opened once the
+ * request completed; its use is looked for on chain from `fromBlock`.
+ */
+export async function attachAuthorization(
+  store: Store,
+  key: { asset: Address; payer: Address; nonce: Hex },
+  settlement: { id: string; fromBlock: bigint },
+): Promise<void> {
+  await store.db
+    .updateTable('x402_authorizations')
+    .set({ settlement_id: settlement.id, from_block: settlement.fromBlock })
+    .where('asset', '=', getAddress(key.asset))
+    .where('payer', '=', getAddress(key.payer))
+    .where('nonce', '=', key.nonce.toLowerCase() as Hex)
+    .where('settlement_id', 'is', null)
+    .execute();
+}
+
+/** An authorization recorded for a request that was refused before it was served, and never sent: a retry may use it. */
+export async function forgetUnusedAuthorization(
+  store: Store,
+  key: { asset: Address; payer: Address; nonce: Hex },
+): Promise<void> {
+  await store.db
+    .deleteFrom('x402_authorizations')
+    .where('asset', '=', getAddress(key.asset))
+    .where('payer', '=', getAddress(key.payer))
+    .where('nonce', '=', key.nonce.toLowerCase() as Hex)
+    .where('settlement_id', 'is', null)
+    .execute();
 }
 
 /** Notes the transaction that used the authorization. */

@@ -10,6 +10,7 @@ import {
 } from '@x402/core/types';
 import { toFacilitatorEvmSigner } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
+import { UptoEvmScheme } from '@x402/evm/upto/facilitator';
 import {
   type Abi,
   type Address,
@@ -41,6 +42,8 @@ export interface PaymentFacilitator {
    * thrown while sending that way).
    */
   readonly announcesSends: boolean;
+  /** The address that settles `upto` permits, which a permit must name; none when `upto` is not settled here. */
+  readonly uptoFacilitator?: Address;
   verify(payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse>;
   /**
    * Settles on chain and waits for the receipt. `onSubmitted` learns the transaction's hash as soon
@@ -62,21 +65,23 @@ export interface InProcessFacilitatorOptions {
 }
 
 /**
- * x402's facilitator (`x402Facilitator` with the `exact` EVM scheme) running in the gateway, sending
- * through the gateway's relayer: the session rail sends from the same key, and only the relayer
- * knows which nonce comes next.
+ * x402's facilitator (`x402Facilitator` with the `exact` and `upto` EVM schemes) running in the
+ * gateway, sending through the gateway's relayer: the session rail sends from the same key, and only
+ * the relayer knows which nonce comes next.
  */
 export function inProcessFacilitator(
   chain: ChainClient,
   options: InProcessFacilitatorOptions = {},
 ): PaymentFacilitator {
-  const facilitatorFor = (calls: SignerCalls) =>
-    new x402Facilitator().register(
-      chain.network,
-      new ExactEvmScheme(relayerSigner(chain, calls, options.confirmationTimeoutMs)),
-    );
+  const facilitatorFor = (calls: SignerCalls) => {
+    const signer = relayerSigner(chain, calls, options.confirmationTimeoutMs);
+    return new x402Facilitator()
+      .register(chain.network, new ExactEvmScheme(signer))
+      .register(chain.network, new UptoEvmScheme(signer));
+  };
   return {
     announcesSends: true,
+    uptoFacilitator: chain.relayer.address,
     async verify(payload, requirements) {
       const unsupported = await unsupportedPayer(chain, payload);
       if (unsupported) return unsupported;
@@ -126,7 +131,11 @@ async function unsupportedPayer(
   chain: ChainClient,
   payload: PaymentPayload,
 ): Promise<VerifyResponse | undefined> {
-  const payer = (payload.payload as { authorization?: { from?: unknown } }).authorization?.from;
+  const signed = payload.payload as {
+    authorization?: { from?: unknown };
+    permit2Authorization?: { from?: unknown };
+  };
+  const payer = (signed.authorization ?? signed.permit2Authorization)?.from;
   if (typeof payer !== 'string' || !isAddress(payer)) return undefined;
   if ((await delegatorCode(chain.publicClient, payer, chain.environment)) !== 'other') return undefined;
   return {
@@ -219,7 +228,14 @@ function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeo
   return toFacilitatorEvmSigner(
     {
       address: chain.relayer.address,
-      readContract: (args) => ask(client.readContract(args as Parameters<typeof client.readContract>[0])),
+      // From the relayer: x402's upto proxy lets only the facilitator a permit names settle it, also in a simulation.
+      readContract: (args) =>
+        ask(
+          client.readContract({
+            ...(args as Parameters<typeof client.readContract>[0]),
+            account: chain.relayer.address,
+          }),
+        ),
       verifyTypedData: (args) =>
         ask(client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0])),
       // x402 asks whether the asset is a contract at the start of a verification and waits for the

@@ -32,6 +32,7 @@ import {
 import {
   carriesProof,
   facilitatorInput,
+  isUptoProof,
   type PaymentProof,
   proofMismatch,
   readProof,
@@ -44,6 +45,7 @@ import {
 } from './reconcile.js';
 import { readSignIn, requestOrigin } from './sign-in.js';
 import { type PaymentDemand, paymentRequiredError, settlementHeaders, type X402Terms } from './terms.js';
+import { uptoPayments } from './upto-payer.js';
 
 /** The response header stating, in USDC atomic units, what the payer's next proof must carry. */
 export const OWED_HEADER = 'x-payment-owed';
@@ -57,9 +59,16 @@ export interface X402RailOptions {
   /** How long a signed proof stays valid (default 120 s). */
   maxTimeoutSeconds?: number;
   /** Where a facilitator that fails without an answer is reported (the client gets a 503). */
-  log?: { error(details: object, message: string): void };
+  log?: { error(details: object, message: string): void; warn?(details: object, message: string): void };
   /** Where each settlement's outcome and time are counted (/metrics). */
   metrics?: SettlementMetrics;
+  /** COMMISSION_BPS: part of a request's worst case, which an `upto` permit's maximum must cover. */
+  commissionBps: number;
+  /**
+   * How long an `upto` permit must stay valid: the longest a request runs (UPSTREAM_COMPLETION_TIMEOUT_MS)
+   * and the wait for its settlement. `upto` is offered when the facilitator settles it in process.
+   */
+  uptoValiditySeconds: number;
 }
 
 /** The x402 rail: its payment method for the gate, and the 402 answers that tell a caller what to pay. */
@@ -69,11 +78,15 @@ export interface X402Rail {
    * The gate's answer to a request with no credential: 402 asking what a wallet that signed in
    * (SIGN-IN-WITH-X) owes, else a zero-value proof that names the payer, with a sign-in challenge.
    */
-  paymentRequired(request: Pick<AdmissionRequest, 'url' | 'headers'>): Promise<ApiError>;
+  paymentRequired(
+    request: Pick<AdmissionRequest, 'url' | 'headers' | 'model' | 'request'>,
+  ): Promise<ApiError>;
   /** A 402 for a known payer (e.g. one the session rail could not settle): pay `amountAtomic` by proof. */
   demandPayment(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
   /** Start-up: finishes the x402 settlements a previous run left unfinished; returns those still pending. */
   recover(): Promise<Settlement[]>;
+  /** Shutdown, once no request runs: waits for the `upto` settlements of completed requests. */
+  settled(): Promise<void>;
 }
 
 const DEFAULT_MAX_TIMEOUT_SECONDS = 120;
@@ -105,6 +118,9 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       payTo: chain.treasury,
       domain: { name: token.name, version: token.version },
       maxTimeoutSeconds,
+      ...(facilitator.uptoFacilitator && {
+        upto: { facilitator: facilitator.uptoFacilitator, maxTimeoutSeconds: options.uptoValiditySeconds },
+      }),
     };
   };
 
@@ -256,14 +272,33 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     if ((await reconcile(latest)) === 'pending') throw settlementPending();
   };
 
+  const upto = uptoPayments({
+    store,
+    chain,
+    facilitator,
+    withPayerLock: store.withPayerLock,
+    commissionBps: options.commissionBps,
+    reconcile,
+    finishUnfinishedSettlement,
+    paymentIdUsed,
+    unavailable: (message) => paymentsUnavailable(message),
+    describeFailure: failureReason,
+    log: options.log,
+  });
+
   const method: PaymentMethod = {
     rail: 'x402',
     recognizes: carriesProof,
     async identify(request): Promise<IdentifiedPayer> {
-      const proof = readProof(request.headers);
+      const read = readProof(request.headers);
       const terms = await termsOf();
       const url = servedPath(request.url);
       const signInOrigin = requestOrigin(request.headers);
+      if (isUptoProof(read))
+        return upto.identify(request, read, terms, (payment) =>
+          paymentRequiredError(terms, { ...payment, url, version: 2, signInOrigin }),
+        );
+      const proof = read;
       const { authorization } = proof;
       const payer = authorization.from;
       // Before its signature is verified a proof proves nothing about its payer: the 402 does not tell
@@ -350,8 +385,13 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     },
   };
 
-  /** The 402 of a request with no proof: a wallet that signed in is asked exactly what it owes. */
-  const paymentRequired = async (request: Pick<AdmissionRequest, 'url' | 'headers'>) => {
+  /**
+   * The 402 of a request with no proof: a wallet that signed in is asked exactly what it owes; an
+   * `upto` permit must also cover the request's worst case.
+   */
+  const paymentRequired = async (
+    request: Pick<AdmissionRequest, 'url' | 'headers' | 'model' | 'request'>,
+  ) => {
     const url = servedPath(request.url);
     const signIn = await readSignIn(request.headers, { store, chain });
     if (signIn && 'payer' in signIn) {
@@ -359,6 +399,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       return demand({
         url,
         amountAtomic: owed,
+        uptoAtomic: upto.leastMaximum(request, owed),
         reason: `payment required: ${signIn.payer} (signed in) owes exactly ${owed} USDC atomic units for its completed requests; send a proof (PAYMENT-SIGNATURE) of that amount`,
       });
     }
@@ -366,6 +407,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     return demand({
       url,
       amountAtomic: 0n,
+      uptoAtomic: upto.leastMaximum(request, 0n),
       signInOrigin: requestOrigin(request.headers),
       reason: `${refused}payment required: send a valid session token, or an x402 payment proof (PAYMENT-SIGNATURE) for the amount asked; a payer that owes nothing signs 0 to name itself, a returning one signs in (SIGN-IN-WITH-X) to be asked what it owes`,
     });
@@ -376,6 +418,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     paymentRequired,
     demandPayment: ({ url, reason, amountAtomic }) => demand({ url: servedPath(url), reason, amountAtomic }),
     recover: () => finishUnfinishedX402Settlements(outbox, store.withPayerLock),
+    settled: () => upto.settled(),
   };
 }
 

@@ -6,6 +6,7 @@ import { extractAndValidatePaymentIdentifier } from '@x402/extensions/payment-id
 import { type Address, getAddress, type Hex, isAddressEqual } from 'viem';
 import { ApiError } from '../../http/errors.js';
 import { paymentRequirements, v1NetworkName, type X402Terms, type X402Version } from './terms.js';
+import { type UptoPayload, type UptoPermit, uptoPayloadSchema, uptoPermit } from './upto.js';
 
 /** The EIP-3009 TransferWithAuthorization a proof carries, as the token will check it. */
 export interface TransferAuthorization {
@@ -31,6 +32,22 @@ export interface PaymentProof {
   authorization: TransferAuthorization;
   /** v2 only: the payer's idempotency key (`payment-identifier` extension), when it sent one. */
   paymentId?: string;
+}
+
+/** An x402 v2 `upto` proof: a Permit2 permit for a maximum, settled at the request's cost once it completes. */
+export interface UptoProof {
+  version: 2;
+  header: string;
+  scheme: 'upto';
+  network: string;
+  accepted: PaymentRequirements;
+  payload: UptoPayload;
+  permit: UptoPermit;
+  paymentId?: string;
+}
+
+export function isUptoProof(proof: PaymentProof | UptoProof): proof is UptoProof {
+  return proof.scheme === 'upto' && 'permit' in proof;
 }
 
 const PROOF_HEADERS: ReadonlyArray<{ name: string; version: X402Version }> = [
@@ -61,7 +78,7 @@ export function carriesProof(headers: IncomingHttpHeaders): boolean {
 }
 
 /** Decodes the request's proof (v2 first); a header that is not one is 400 naming it. */
-export function readProof(headers: IncomingHttpHeaders): PaymentProof {
+export function readProof(headers: IncomingHttpHeaders): PaymentProof | UptoProof {
   const found = PROOF_HEADERS.find(({ name }) => headers[name] !== undefined);
   if (!found) throw new ApiError(400, 'validation_error', 'no PAYMENT-SIGNATURE or X-PAYMENT header');
   const header = found.name.toUpperCase();
@@ -77,11 +94,35 @@ export function readProof(headers: IncomingHttpHeaders): PaymentProof {
   const parsed = (found.version === 2 ? PaymentPayloadV2Schema : PaymentPayloadV1Schema).safeParse(decoded);
   if (!parsed.success)
     throw invalid(`is not an x402 v${found.version} payment payload: ${issueText(parsed.error)}`);
+  const paymentIdOf = (payload: PaymentPayload) => {
+    const identifier = extractAndValidatePaymentIdentifier(payload);
+    if (!identifier.validation.valid)
+      throw invalid(
+        `extensions.payment-identifier is not valid: ${identifier.validation.errors?.[0] ?? 'invalid'} (an id is 16 to 128 letters, digits, - or _)`,
+      );
+    return identifier.id ?? undefined;
+  };
+  if (parsed.data.x402Version === 2 && parsed.data.accepted.scheme === 'upto') {
+    const upto = uptoPayloadSchema.safeParse(parsed.data.payload);
+    if (!upto.success)
+      throw invalid(`does not carry an upto Permit2 authorization: ${issueText(upto.error)}`);
+    const paymentId = paymentIdOf(parsed.data as PaymentPayload);
+    return {
+      version: 2,
+      header,
+      scheme: 'upto',
+      network: parsed.data.accepted.network,
+      accepted: parsed.data.accepted as PaymentRequirements,
+      payload: upto.data,
+      permit: uptoPermit(upto.data),
+      ...(paymentId !== undefined && { paymentId }),
+    };
+  }
   // x402's facilitator verifies a Permit2 authorization in place of an EIP-3009 one beside it,
   // whose `from`, signed by no one, would then be taken for the payer.
   if ('permit2Authorization' in parsed.data.payload)
     throw invalid(
-      'carries a Permit2 authorization; this gateway accepts EIP-3009 transferWithAuthorization only',
+      'carries a Permit2 authorization; this gateway accepts them by the "upto" scheme, and EIP-3009 transferWithAuthorization by "exact"',
     );
   const eip3009 = eip3009Payload.safeParse(parsed.data.payload);
   if (!eip3009.success)
@@ -101,14 +142,10 @@ export function readProof(headers: IncomingHttpHeaders): PaymentProof {
     },
   };
   if (parsed.data.x402Version === 2) {
-    const identifier = extractAndValidatePaymentIdentifier(parsed.data as PaymentPayload);
-    if (!identifier.validation.valid)
-      throw invalid(
-        `extensions.payment-identifier is not valid: ${identifier.validation.errors?.[0] ?? 'invalid'} (an id is 16 to 128 letters, digits, - or _)`,
-      );
+    const paymentId = paymentIdOf(parsed.data as PaymentPayload);
     return {
       ...common,
-      ...(identifier.id !== null && { paymentId: identifier.id }),
+      ...(paymentId !== undefined && { paymentId }),
       scheme: parsed.data.accepted.scheme,
       network: parsed.data.accepted.network,
       accepted: parsed.data.accepted as PaymentRequirements,

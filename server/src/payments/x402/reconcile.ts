@@ -1,4 +1,4 @@
-import { eip3009ABI } from '@x402/evm';
+import { eip3009ABI, PERMIT2_ADDRESS } from '@x402/evm';
 import {
   type Address,
   type Hash,
@@ -34,6 +34,7 @@ import {
   markAuthorizationUsed,
   type SeenAuthorization,
 } from './authorizations.js';
+import { isPermit2Authorization } from './upto.js';
 
 export type ReconcileOutcome = 'confirmed' | 'failed' | 'pending';
 
@@ -43,6 +44,16 @@ const authorizationUsed = parseAbiItem(
 const authorizationCanceled = parseAbiItem(
   'event AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce)',
 );
+const transfer = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
+const permit2NonceBitmapAbi = [
+  {
+    type: 'function',
+    name: 'nonceBitmap',
+    inputs: [{ type: 'address' }, { type: 'uint256' }],
+    outputs: [{ type: 'uint256' }],
+    stateMutability: 'view',
+  },
+] as const;
 
 /**
  * Finishes an x402 settlement left pending or sent (a crash, a facilitator that did not answer, a
@@ -74,8 +85,12 @@ export async function reconcileX402Settlement(
   const { spent, expired } = await nonceState(chain, authorization);
   if (spent) return settleFromSpentNonce(deps, settlement.id, paying, expired);
   if (expired) return fail(store, settlement.id, 'the payment authorization expired without being used');
-  // The signed authorization is public in the reverted transaction and still valid: anyone can land it.
-  if (receipt?.status === 'reverted') return 'pending';
+  if (receipt?.status === 'reverted')
+    // An upto permit only the gateway's relayer can land, and it does not send it again. An
+    // EIP-3009 authorization is public in the reverted transaction and still valid: anyone can land it.
+    return isPermit2Authorization(authorization.asset)
+      ? fail(store, settlement.id, `the upto settlement's transaction ${receipt.transactionHash} reverted`)
+      : 'pending';
   return settlement.txHash ? resendIfLost(deps, settlement, paying) : 'pending';
 }
 
@@ -105,13 +120,23 @@ async function finishRefusedX402Settlement(
   return fail(store, settlement.id, reason);
 }
 
-/** Judged against the treasury the settlement was opened to pay, whatever the gateway is configured with now. */
+/**
+ * Judged against the treasury the settlement was opened to pay, whatever the gateway is configured
+ * with now, for the settlement's amount (an EIP-3009 authorization's value; at most an `upto`
+ * permit's maximum), in USDC (a Permit2 nonce is kept by Permit2, not the token).
+ */
 function payingAuthorization(
-  chain: Pick<ChainClient, 'treasury'>,
+  chain: Pick<ChainClient, 'treasury' | 'usdc'>,
   settlement: Settlement,
   authorization: SeenAuthorization,
 ): PayingAuthorization {
-  return { ...authorization, treasury: settlement.payTo ?? chain.treasury };
+  const permit2 = isPermit2Authorization(authorization.asset);
+  return {
+    ...authorization,
+    treasury: settlement.payTo ?? chain.treasury,
+    token: permit2 ? chain.usdc : authorization.asset,
+    amountAtomic: settlement.amountAtomic,
+  };
 }
 
 /** The nonce's state and the expiry read at one block: unused there and expired, it never can be used. */
@@ -126,12 +151,23 @@ async function nonceState(
   };
 }
 
-/** Whether the token holds the authorization's nonce as used (or canceled) at `blockNumber`. */
-function isNonceSpent(
+/** Whether the token (Permit2, for a permit) holds the authorization's nonce as used (or canceled) at `blockNumber`. */
+async function isNonceSpent(
   chain: Pick<ChainClient, 'publicClient'>,
   authorization: SeenAuthorization,
   blockNumber: bigint,
 ): Promise<boolean> {
+  if (isPermit2Authorization(authorization.asset)) {
+    const nonce = BigInt(authorization.nonce);
+    const word = await chain.publicClient.readContract({
+      address: PERMIT2_ADDRESS,
+      abi: permit2NonceBitmapAbi,
+      functionName: 'nonceBitmap',
+      args: [authorization.payer, nonce >> 8n],
+      blockNumber,
+    });
+    return ((word >> (nonce & 0xffn)) & 1n) === 1n;
+  }
   return chain.publicClient.readContract({
     address: authorization.asset,
     abi: eip3009ABI,
@@ -154,6 +190,8 @@ async function settleFromSpentNonce(
 ): Promise<ReconcileOutcome> {
   const { store, chain } = deps;
   const client = chain.publicClient;
+  if (isPermit2Authorization(authorization.asset))
+    return settleFromSpentPermit2Nonce(deps, settlementId, authorization, expired);
   const filter = {
     address: authorization.asset,
     args: { authorizer: authorization.payer, nonce: authorization.nonce },
@@ -166,7 +204,7 @@ async function settleFromSpentNonce(
     return fail(
       store,
       settlementId,
-      `the payment authorization's nonce was used by transaction ${used.transactionHash}, which did not pay ${authorization.valueAtomic} USDC atomic units to the treasury`,
+      `the payment authorization's nonce was used by transaction ${used.transactionHash}, which did not pay ${authorization.amountAtomic} USDC atomic units to the treasury`,
     );
   }
   const [canceled] = await client.getLogs({ ...filter, event: authorizationCanceled });
@@ -182,16 +220,51 @@ async function settleFromSpentNonce(
   return fail(store, settlementId, "the payment authorization's nonce was spent by no transaction found");
 }
 
-/** An authorization and the treasury its settlement pays. */
-type PayingAuthorization = SeenAuthorization & { treasury: Address };
+/**
+ * A Permit2 nonce leaves no log of its own. Only the facilitator a permit names, the gateway's
+ * relayer, can spend it (through x402's upto proxy), so the transaction that did is found among the
+ * token's transfers from the payer to the treasury since the permit was handed to the facilitator.
+ */
+async function settleFromSpentPermit2Nonce(
+  deps: OutboxDeps,
+  settlementId: string,
+  authorization: PayingAuthorization,
+  expired: boolean,
+): Promise<ReconcileOutcome> {
+  const client = deps.chain.publicClient;
+  const transfers = await client.getLogs({
+    address: authorization.token,
+    event: transfer,
+    args: { from: authorization.payer, to: authorization.treasury },
+    fromBlock: authorization.fromBlock ?? 0n,
+  });
+  for (const log of transfers) {
+    if (log.args.value !== authorization.amountAtomic) continue;
+    const receipt = await client.getTransactionReceipt({ hash: log.transactionHash });
+    if (
+      receipt.from.toLowerCase() === deps.chain.relayer.address.toLowerCase() &&
+      paysAuthorization(receipt, authorization)
+    )
+      return confirm(deps, settlementId, receipt);
+  }
+  if (!expired) return 'pending';
+  return fail(
+    deps.store,
+    settlementId,
+    "the upto permit's nonce was spent by no transaction paying this settlement",
+  );
+}
+
+/** An authorization, the treasury its settlement pays, and the token and amount that pay it. */
+type PayingAuthorization = SeenAuthorization & { treasury: Address; token: Address; amountAtomic: bigint };
 
 /** The authorization's payment as a transaction must carry it to pay the settlement. */
 function paysAuthorization(receipt: TransactionReceipt, authorization: PayingAuthorization): boolean {
   return paysTreasury(receipt, {
-    token: authorization.asset,
+    token: authorization.token,
     payer: authorization.payer,
     treasury: authorization.treasury,
-    amount: authorization.valueAtomic,
+    amount: authorization.amountAtomic,
   });
 }
 

@@ -17,7 +17,10 @@ import type { Address } from 'viem';
 import { ApiError } from '../../http/errors.js';
 import { signInChallenge } from './sign-in.js';
 
-/** What this gateway accepts as payment: one token, on one chain, to one treasury, by the `exact` scheme. */
+/**
+ * What this gateway accepts as payment: one token, on one chain, to one treasury, by the `exact`
+ * scheme, and by `upto` when its facilitator settles in process.
+ */
 export interface X402Terms {
   /** CAIP-2, e.g. `eip155:8453`. */
   network: Network;
@@ -29,6 +32,15 @@ export interface X402Terms {
   domain: { name: string; version: string };
   /** How long a signed proof stays valid; also bounds how long an unconfirmed settlement can stay open. */
   maxTimeoutSeconds: number;
+  /** `upto` (Permit2), settled after the request: offered only when set. */
+  upto?: UptoTerms;
+}
+
+export interface UptoTerms {
+  /** The only sender that may settle a permit: the gateway's relayer (`extra.facilitatorAddress`). */
+  facilitator: Address;
+  /** How long a permit stays valid: the longest a request can run, and its settlement after it. */
+  maxTimeoutSeconds: number;
 }
 
 export type X402Version = 1 | 2;
@@ -37,6 +49,11 @@ export type X402Version = 1 | 2;
 export interface PaymentDemand {
   /** USDC atomic units; 0 when the payer is not known yet (a zero-value proof names it). */
   amountAtomic: bigint;
+  /**
+   * The least maximum an `upto` permit must allow (what the payer owes, when known, and the request's
+   * worst case), when `upto` is offered beside `exact` for this request.
+   */
+  uptoAtomic?: bigint;
   reason: string;
   /** The served path: the x402 `resource`. */
   url: string;
@@ -53,7 +70,7 @@ export interface PaymentDemand {
 
 const SCHEME = 'exact';
 const RESOURCE_DESCRIPTION =
-  'OpenAI-compatible chat completion; a proof pays exactly what its payer owes for earlier completed requests';
+  'OpenAI-compatible chat completion; an exact proof pays exactly what its payer owes for earlier completed requests, an upto permit pays that and this request at its exact cost once it completes';
 const MIME_TYPE = 'application/json';
 
 /** The `exact` requirements for `amountAtomic`: what a proof of that amount must match. */
@@ -69,13 +86,30 @@ export function paymentRequirements(terms: X402Terms, amountAtomic: bigint): Pay
   };
 }
 
+/** The `upto` requirements for a maximum of `amountAtomic` (or, settling, that amount): Permit2 through x402's proxy. */
+export function uptoRequirements(terms: X402Terms, amountAtomic: bigint): PaymentRequirements {
+  if (!terms.upto) throw new Error('upto is not offered');
+  return {
+    scheme: 'upto',
+    network: terms.network,
+    asset: terms.asset,
+    amount: amountAtomic.toString(),
+    payTo: terms.payTo,
+    maxTimeoutSeconds: terms.upto.maxTimeoutSeconds,
+    extra: { ...terms.domain, assetTransferMethod: 'permit2', facilitatorAddress: terms.upto.facilitator },
+  };
+}
+
 /** The x402 v2 PaymentRequired of a demand. */
 function paymentRequired(terms: X402Terms, demand: PaymentDemand): PaymentRequired {
   return {
     x402Version: 2,
     error: demand.reason,
     resource: { url: demand.url, description: RESOURCE_DESCRIPTION, mimeType: MIME_TYPE },
-    accepts: [paymentRequirements(terms, demand.amountAtomic)],
+    accepts: [
+      paymentRequirements(terms, demand.amountAtomic),
+      ...(terms.upto && demand.uptoAtomic !== undefined ? [uptoRequirements(terms, demand.uptoAtomic)] : []),
+    ],
     extensions: {
       [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false),
       ...(demand.signInOrigin && {

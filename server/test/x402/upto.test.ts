@@ -1,0 +1,261 @@
+import { x402Client } from '@x402/core/client';
+import { encodePaymentSignatureHeader } from '@x402/core/http';
+import type { PaymentRequired } from '@x402/core/types';
+import { UptoEvmScheme } from '@x402/evm/upto/client';
+import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
+import { wrapFetchWithPayment } from '@x402/fetch';
+import { APIError } from 'openai';
+import { type Address, maxUint256, parseAbiItem } from 'viem';
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
+import { describe, expect, test } from 'vitest';
+import { createLocalWalletClient, mintUsdc, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
+import { permit2Address } from '../../devkit/contracts/permit2.js';
+import { debtOf } from '../../src/billing/ledger.js';
+import { settlementsOf } from '../../src/billing/settlements.js';
+import { GAS_CAPS } from '../../src/payments/gas-caps.js';
+import {
+  chatBody,
+  LARGER,
+  LARGER_COST,
+  openaiClient,
+  recordingFetch,
+  requiredOf,
+  requirementsAsked,
+  SMALL,
+  SMALL_COST,
+  useX402Stack,
+} from './harness.js';
+
+const stack = useX402Stack();
+const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
+const treasury = () => stack.local.accounts.treasury.address;
+const balanceOf = (address: Address) => usdcBalance(stack.local, address);
+
+/** A fresh payer holding 10 USDC that approved Permit2 once, as an upto payer does before its first payment. */
+async function uptoPayer(): Promise<PrivateKeyAccount> {
+  const key = generatePrivateKey();
+  const payer = privateKeyToAccount(key);
+  await mintUsdc(stack.local, payer.address, 10_000_000n);
+  await stack.local.testClient.setBalance({ address: payer.address, value: 10n ** 17n });
+  const hash = await createLocalWalletClient(stack.local.chain, key).writeContract({
+    address: stack.local.usdc,
+    abi: testUsdcAbi,
+    functionName: 'approve',
+    args: [permit2Address, maxUint256],
+  });
+  await stack.local.publicClient.waitForTransactionReceipt({ hash });
+  return payer;
+}
+
+/** The stock x402 client with only the `upto` EVM scheme registered, the local USDC allowed. */
+function uptoClient(payer: PrivateKeyAccount, paymentId?: string): x402Client {
+  const client = new x402Client();
+  client.register(`eip155:${stack.local.chainId}`, new UptoEvmScheme(payer));
+  client.setSpendControls({
+    allowedAssets: [{ network: `eip155:${stack.local.chainId}`, asset: stack.local.usdc }],
+  });
+  if (paymentId)
+    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
+      paymentRequired.extensions ??= {};
+      appendPaymentIdentifierToExtensions(paymentRequired.extensions, paymentId);
+    });
+  return client;
+}
+
+/** The official openai client paying through `@x402/fetch` wrapped once; every exchange recorded. */
+function uptoOpenai(payer: PrivateKeyAccount, paymentId?: string) {
+  const recorder = recordingFetch();
+  const openai = openaiClient(
+    stack.gateway.url,
+    wrapFetchWithPayment(recorder.fetch, uptoClient(payer, paymentId)),
+  );
+  return { openai, exchanges: recorder.exchanges };
+}
+
+async function completion(openai: ReturnType<typeof openaiClient>, usage = SMALL, body: object = chatBody) {
+  stack.anthropic.script({ text: 'hi there', usage });
+  return openai.chat.completions.create(body as typeof chatBody).withResponse();
+}
+
+/** Waits until the settlements of completed requests are done (they run once each answer is out). */
+async function settled(): Promise<void> {
+  await stack.gateway.app.ready();
+  for (let i = 0; i < 200; i++) {
+    const pending = await stack.gateway.store.db
+      .selectFrom('settlements')
+      .select('id')
+      .where('status', 'in', ['pending', 'sent'])
+      .execute();
+    if (pending.length === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('settlements still pending');
+}
+
+/** The payer's USDC transfers to the treasury, as the chain logged them. */
+async function paymentsOf(payer: Address): Promise<bigint[]> {
+  const logs = await stack.local.publicClient.getLogs({
+    address: stack.local.usdc,
+    event: transferEvent,
+    args: { from: payer, to: treasury() },
+    fromBlock: 0n,
+  });
+  return logs.map((log) => log.args.value as bigint);
+}
+
+function refused(promise: Promise<unknown>): Promise<APIError> {
+  return promise.then(
+    () => {
+      throw new Error('the request was served');
+    },
+    (error: unknown) => {
+      if (!(error instanceof APIError)) throw error;
+      return error;
+    },
+  );
+}
+
+describe('upto (Permit2)', () => {
+  test('the 402 offers upto beside exact: a maximum of the request’s worst case, settled by the gateway’s relayer', async () => {
+    const required = await requirementsAsked(stack);
+    const [exact, upto] = required.accepts;
+    expect(exact).toMatchObject({ scheme: 'exact', amount: '0' });
+    expect(upto).toMatchObject({
+      scheme: 'upto',
+      asset: stack.local.usdc,
+      payTo: treasury(),
+      extra: { assetTransferMethod: 'permit2', facilitatorAddress: stack.local.accounts.gateway.address },
+    });
+    // The model's whole output at its price, and the prompt's bound: more than the unproven payer limit.
+    expect(BigInt(upto!.amount)).toBeGreaterThan(stack.gateway.config.exposure.unprovenPayerMaxAtomic);
+    expect(upto!.maxTimeoutSeconds).toBeGreaterThan(
+      stack.gateway.config.limits.upstreamCompletionTimeoutMs / 1000,
+    );
+  });
+
+  test('three requests in a row by the stock client wrapped once: each served at once and settled at its exact cost after it completes', async () => {
+    const payer = await uptoPayer();
+    const { openai, exchanges } = uptoOpenai(payer);
+    const [payerBefore, treasuryBefore] = [await balanceOf(payer.address), await balanceOf(treasury())];
+
+    const costs = [SMALL_COST, LARGER_COST, SMALL_COST];
+    for (const [i, usage] of [SMALL, LARGER, SMALL].entries()) {
+      const { data, response } = await completion(openai, usage);
+      expect(data.choices[0]?.message.content).toBe('hi there');
+      // A first-time payer's whole output limit: its permit's maximum, not the unproven payer limit, bounds it.
+      expect(response.headers.get('x-output-tokens-limit')).toBeNull();
+      const stated = (data.usage as unknown as { cost_details: { total_pico_usd: string } }).cost_details;
+      expect(BigInt(stated.total_pico_usd)).toBe(costs[i]! * 1_000_000n);
+      await settled();
+      expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(0n);
+    }
+
+    // One 402 and one paid request each: the single wrap pays every request.
+    expect(exchanges.map((exchange) => exchange.status)).toEqual([402, 200, 402, 200, 402, 200]);
+    expect(await paymentsOf(payer.address)).toEqual(costs);
+    const total = costs.reduce((sum, cost) => sum + cost, 0n);
+    expect(payerBefore - (await balanceOf(payer.address))).toBe(total);
+    expect((await balanceOf(treasury())) - treasuryBefore).toBe(total);
+    const settlements = await settlementsOf(stack.gateway.store, payer.address, { limit: 10 });
+    expect(settlements.map((s) => [s.status, s.amountAtomic]).reverse()).toEqual(
+      costs.map((cost) => ['confirmed', cost]),
+    );
+    // Sent by the gateway's relayer, each within the x402 settlement's gas cap.
+    for (const settlement of settlements) expect(settlement.gasUsed).toBeLessThan(GAS_CAPS.x402Settlement);
+  });
+
+  test('a request that cost 0 moves nothing', async () => {
+    const payer = await uptoPayer();
+    const { openai } = uptoOpenai(payer);
+    const before = await balanceOf(payer.address);
+    const { data } = await completion(openai, { input_tokens: 0, output_tokens: 0 });
+    expect(data.choices[0]?.message.content).toBe('hi there');
+    await settled();
+    expect(await balanceOf(payer.address)).toBe(before);
+    expect(await paymentsOf(payer.address)).toEqual([]);
+    expect(await settlementsOf(stack.gateway.store, payer.address, { limit: 10 })).toEqual([]);
+  });
+
+  test('a replayed upto proof is refused and charges nothing twice', async () => {
+    const payer = await uptoPayer();
+    const { openai, exchanges } = uptoOpenai(payer);
+    await completion(openai, SMALL);
+    await settled();
+    const proof = exchanges[1]!.headers.get('PAYMENT-SIGNATURE');
+    expect(proof).toBeTruthy();
+    const calls = stack.anthropic.log.length;
+
+    const replayed = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'PAYMENT-SIGNATURE': proof! },
+      body: JSON.stringify(chatBody),
+    });
+
+    expect(replayed.status).toBe(402);
+    expect(requiredOf(replayed.headers).error).toContain('this upto permit was used before');
+    await settled();
+    expect(stack.anthropic.log.length).toBe(calls);
+    expect(await paymentsOf(payer.address)).toEqual([SMALL_COST]);
+  });
+
+  test('a retried payment identifier is neither paid nor served again', async () => {
+    const payer = await uptoPayer();
+    const id = `pay_${crypto.randomUUID().replaceAll('-', '')}`;
+    const { openai } = uptoOpenai(payer, id);
+    const calls = stack.anthropic.log.length;
+
+    const first = await completion(openai, LARGER);
+    await settled();
+    const retried = await refused(openai.chat.completions.create(chatBody));
+
+    expect(retried.status).toBe(409);
+    expect(retried.error).toMatchObject({
+      code: 'payment_identifier_used',
+      details: {
+        paymentIdentifier: id,
+        requestId: first.response.headers.get('x-request-id'),
+        outcome: 'served',
+      },
+    });
+    await settled();
+    expect(stack.anthropic.log.length - calls).toBe(1);
+    expect(await paymentsOf(payer.address)).toEqual([LARGER_COST]);
+  });
+
+  test('a maximum below the request’s worst case is refused with a 402 stating the least maximum, and nothing moves', async () => {
+    const payer = await uptoPayer();
+    const body = { ...chatBody, max_tokens: 1000 };
+    const asked = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const required: PaymentRequired = requiredOf(asked.headers);
+    const least = BigInt(required.accepts.find((accept) => accept.scheme === 'upto')!.amount);
+    const short = {
+      ...required,
+      accepts: required.accepts
+        .filter((accept) => accept.scheme === 'upto')
+        .map((accept) => ({ ...accept, amount: (least - 1n).toString() })),
+    };
+    const proof = encodePaymentSignatureHeader(await uptoClient(payer).createPaymentPayload(short));
+    const calls = stack.anthropic.log.length;
+
+    const refusal = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'PAYMENT-SIGNATURE': proof },
+      body: JSON.stringify(body),
+    });
+
+    expect(refusal.status).toBe(402);
+    const answer = (await refusal.json()) as { error: { message: string; details: Record<string, string> } };
+    expect(answer.error.details).toMatchObject({ reason: 'upto_maximum_too_low', cap: 'upto' });
+    expect(answer.error.message).toContain('upto permit');
+    expect(requiredOf(refusal.headers).accepts.find((accept) => accept.scheme === 'upto')?.amount).toBe(
+      least.toString(),
+    );
+    expect(stack.anthropic.log.length).toBe(calls);
+    await settled();
+    expect(await paymentsOf(payer.address)).toEqual([]);
+  });
+});
