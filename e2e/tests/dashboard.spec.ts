@@ -3,13 +3,26 @@ import OpenAI from 'openai';
 import {
   type Address,
   createPublicClient,
+  createTestClient,
+  createWalletClient,
+  defineChain,
   erc20Abi,
   formatUnits,
   getAddress,
   type Hash,
+  type Hex,
+  hexToNumber,
   http,
   parseEventLogs,
 } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { delegationDesignator, upgradeEoa } from '../../server/devkit/wallet/eip7702.js';
+import {
+  type Erc20PeriodicPermissionRequest,
+  grantErc20PeriodicPermission,
+  supportedExecutionPermissions,
+} from '../../server/devkit/wallet/execution-permissions.js';
+import { fetchTerms } from '../../server/src/client/index.js';
 import { installBrowserWallet } from '../support/browser-wallet.js';
 import { stackFacts } from '../support/stack.js';
 
@@ -18,7 +31,13 @@ const stack = stackFacts();
 const TEST_ACCOUNT = '0x90F79bf6EB2c4f870365E785982E1f101E93b906';
 const PICO_PER_ATOMIC = 1_000_000n;
 
-const chain = createPublicClient({ transport: http(stack.rpcUrl) });
+const localChain = defineChain({
+  id: stack.chainId,
+  name: 'Local chain (anvil)',
+  nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+  rpcUrls: { default: { http: [stack.rpcUrl] } },
+});
+const chain = createPublicClient({ chain: localChain, transport: http(stack.rpcUrl), pollingInterval: 100 });
 
 /** Full-page screenshots of the main screens, kept as artifacts of the run (and attached to the report). */
 async function screen(page: Page, testInfo: TestInfo, name: string): Promise<void> {
@@ -78,6 +97,71 @@ async function usdcTransfers(hash: Hash) {
     .map((log) => ({ from: getAddress(log.args.from), to: getAddress(log.args.to), value: log.args.value }));
 }
 
+/** Three chat requests with the official openai client and the page's token, and what each must cost. */
+async function threeRequests(token: string): Promise<[Call, Call, Call]> {
+  const client = new OpenAI({ baseURL: `${stack.gatewayUrl}/v1`, apiKey: token, maxRetries: 0 });
+  const models = await client.models.list();
+  const pricing = new Map(
+    models.data.map((model) => [model.id, (model as unknown as { pricing: Pricing }).pricing]),
+  );
+  const calls: Call[] = [];
+  for (const [model, content] of [
+    ['anthropic/claude-sonnet-4.5', 'Say hello in five words.'],
+    ['google/gemini-2.5-flash', 'Name three prime numbers.'],
+    ['anthropic/claude-sonnet-4.5', 'What is the capital of France?'],
+  ] as const) {
+    const { data, response } = await client.chat.completions
+      .create({ model, messages: [{ role: 'user', content }], max_tokens: 100 })
+      .withResponse();
+    expect(data.choices[0]?.message.content).toBeTruthy();
+    const requestId = response.headers.get('x-request-id');
+    expect(requestId).toBeTruthy();
+    const prices = pricing.get(model);
+    if (!data.usage || !prices) throw new Error(`no usage or no price for ${model}`);
+    calls.push({ requestId: requestId!, model, ...expectedCost(data.usage, prices, stack.commissionBps) });
+  }
+  return calls as [Call, Call, Call];
+}
+
+/**
+ * The usage panel shows each call with its exact cost, the earlier two paid and the last owed; each
+ * settlement moved exactly what was owed from `payer` to the treasury (rounded up to a whole USDC unit;
+ * the excess is credit for the next one). Returns the panel, its rows, and the USDC the two moved.
+ */
+async function expectEarlierTwoPaid(page: Page, [first, second, third]: [Call, Call, Call], payer: Address) {
+  const usage = page.getByRole('region', { name: '4. Usage and payments' });
+  const rowOf = (call: Call) => usage.locator(`tr[data-request-id="${call.requestId}"]`);
+  for (const call of [first, second, third]) {
+    const cells = rowOf(call).getByRole('cell');
+    await expect(cells.nth(1)).toHaveText(call.model);
+    await expect(cells.nth(5)).toHaveText(usd(call.providerPico));
+    await expect(cells.nth(6)).toHaveText(usd(call.commissionPico));
+    await expect(cells.nth(7)).toHaveText(usd(call.totalPico));
+  }
+  await expect(rowOf(first).getByRole('cell').nth(8)).toHaveText('Paid');
+  await expect(rowOf(second).getByRole('cell').nth(8)).toHaveText('Paid');
+  await expect(rowOf(third).getByRole('cell').nth(8)).toHaveText('Owed');
+  await expect(rowOf(third).getByRole('cell').nth(9)).toHaveText('none yet');
+
+  const spent = first.totalPico + second.totalPico + third.totalPico;
+  await expect(usage.getByTestId('spent-total')).toHaveText(usd(spent));
+  await expect(usage.getByTestId('unpaid')).toHaveText(usd(third.totalPico));
+
+  const txOf = async (call: Call) =>
+    (await rowOf(call).getByRole('cell').nth(9).locator('[data-tx]').getAttribute('data-tx')) as Hash;
+  const [firstTx, secondTx] = [await txOf(first), await txOf(second)];
+  expect(firstTx).not.toBe(secondTx);
+  const ceilAtomic = (pico: bigint) => (pico + PICO_PER_ATOMIC - 1n) / PICO_PER_ATOMIC;
+  const firstPaid = ceilAtomic(first.totalPico);
+  const credit = firstPaid * PICO_PER_ATOMIC - first.totalPico;
+  const secondPaid = ceilAtomic(second.totalPico - credit);
+  const treasury = getAddress(stack.treasury) as Address;
+  expect(await usdcTransfers(firstTx)).toEqual([{ from: payer, to: treasury, value: firstPaid }]);
+  expect(await usdcTransfers(secondTx)).toEqual([{ from: payer, to: treasury, value: secondPaid }]);
+  await expect(usage.getByTestId('paid-on-chain')).toHaveText(`$${formatUnits(firstPaid + secondPaid, 6)}`);
+  return { usage, rowOf, paid: firstPaid + secondPaid };
+}
+
 test('a test wallet authorizes a session and sees every request it paid, to the last pico-dollar', async ({
   page,
 }, testInfo) => {
@@ -133,62 +217,12 @@ test('a test wallet authorizes a session and sees every request it paid, to the 
   await screen(page, testInfo, '04-session');
 
   // 4. three requests with the official openai client and the token from the page
+  const calls = await threeRequests(token);
+  const [first, second, third] = calls;
   const client = new OpenAI({ baseURL: `${stack.gatewayUrl}/v1`, apiKey: token, maxRetries: 0 });
-  const models = await client.models.list();
-  const pricing = new Map(
-    models.data.map((model) => [model.id, (model as unknown as { pricing: Pricing }).pricing]),
-  );
-  const calls: Call[] = [];
-  for (const [model, content] of [
-    ['anthropic/claude-sonnet-4.5', 'Say hello in five words.'],
-    ['google/gemini-2.5-flash', 'Name three prime numbers.'],
-    ['anthropic/claude-sonnet-4.5', 'What is the capital of France?'],
-  ] as const) {
-    const { data, response } = await client.chat.completions
-      .create({ model, messages: [{ role: 'user', content }], max_tokens: 100 })
-      .withResponse();
-    expect(data.choices[0]?.message.content).toBeTruthy();
-    const requestId = response.headers.get('x-request-id');
-    expect(requestId).toBeTruthy();
-    const prices = pricing.get(model);
-    if (!data.usage || !prices) throw new Error(`no usage or no price for ${model}`);
-    calls.push({ requestId: requestId!, model, ...expectedCost(data.usage, prices, stack.commissionBps) });
-  }
 
-  // 5. the page shows each request with its exact cost; the earlier two are paid on chain
-  const usage = page.getByRole('region', { name: '4. Usage and payments' });
-  const rowOf = (call: Call) => usage.locator(`tr[data-request-id="${call.requestId}"]`);
-  for (const call of calls) {
-    const cells = rowOf(call).getByRole('cell');
-    await expect(cells.nth(1)).toHaveText(call.model);
-    await expect(cells.nth(5)).toHaveText(usd(call.providerPico));
-    await expect(cells.nth(6)).toHaveText(usd(call.commissionPico));
-    await expect(cells.nth(7)).toHaveText(usd(call.totalPico));
-  }
-  const [first, second, third] = calls as [Call, Call, Call];
-  await expect(rowOf(first).getByRole('cell').nth(8)).toHaveText('Paid');
-  await expect(rowOf(second).getByRole('cell').nth(8)).toHaveText('Paid');
-  await expect(rowOf(third).getByRole('cell').nth(8)).toHaveText('Owed');
-  await expect(rowOf(third).getByRole('cell').nth(9)).toHaveText('none yet');
-
-  const spent = first.totalPico + second.totalPico + third.totalPico;
-  await expect(usage.getByTestId('spent-total')).toHaveText(usd(spent));
-  await expect(usage.getByTestId('unpaid')).toHaveText(usd(third.totalPico));
-
-  // each settlement moved exactly what was owed, from the smart account to the treasury (rounded up to a
-  // whole USDC unit; the excess is credit for the next one)
-  const txOf = async (call: Call) =>
-    (await rowOf(call).getByRole('cell').nth(9).locator('[data-tx]').getAttribute('data-tx')) as Hash;
-  const [firstTx, secondTx] = [await txOf(first), await txOf(second)];
-  expect(firstTx).not.toBe(secondTx);
-  const ceilAtomic = (pico: bigint) => (pico + PICO_PER_ATOMIC - 1n) / PICO_PER_ATOMIC;
-  const firstPaid = ceilAtomic(first.totalPico);
-  const credit = firstPaid * PICO_PER_ATOMIC - first.totalPico;
-  const secondPaid = ceilAtomic(second.totalPico - credit);
-  const treasury = getAddress(stack.treasury) as Address;
-  expect(await usdcTransfers(firstTx)).toEqual([{ from: smartAccount, to: treasury, value: firstPaid }]);
-  expect(await usdcTransfers(secondTx)).toEqual([{ from: smartAccount, to: treasury, value: secondPaid }]);
-  await expect(usage.getByTestId('paid-on-chain')).toHaveText(`$${formatUnits(firstPaid + secondPaid, 6)}`);
+  // 5. the page shows each request with its exact cost; the earlier two are paid on chain, from the smart account
+  const { usage, rowOf } = await expectEarlierTwoPaid(page, calls, smartAccount);
 
   // the charts give each model's and each day's exact spend
   const perModel = usage.getByRole('img', { name: /^Spend per model/ });
@@ -282,3 +316,123 @@ test('a browser wallet on another network is asked to switch, then gets on', asy
   await expect(wallet.getByText('Local chain (anvil)')).toBeVisible();
   await expect(account.getByTestId('smart-account-address')).toBeVisible();
 });
+
+test('a wallet granting ERC-7715 permissions pays from its own address (EIP-7702): one grant, then each earlier request is paid from its USDC', async ({
+  page,
+}, testInfo) => {
+  const terms = await fetchTerms(stack.gatewayUrl);
+  // a fresh EOA holding 100 USDC, upgraded on chain to the framework's stateless DeleGator
+  const owner = privateKeyToAccount(generatePrivateKey());
+  const sponsor = createWalletClient({
+    account: privateKeyToAccount(generatePrivateKey()),
+    chain: localChain,
+    transport: http(stack.rpcUrl),
+  });
+  await Promise.all([
+    fund({ address: owner.address, usdc: '100', eth: '0' }),
+    fund({ address: sponsor.account.address, usdc: '0', eth: '1' }),
+  ]);
+  const implementation = terms.environment.implementations.EIP7702StatelessDeleGatorImpl as Address;
+  await upgradeEoa({ owner, implementation, sponsor, client: chain });
+  expect(await chain.getCode({ address: owner.address })).toBe(delegationDesignator(implementation));
+
+  // the wallet grants as MetaMask's Advanced Permissions do, signing with the EOA's key
+  const asked: Erc20PeriodicPermissionRequest[] = [];
+  await installBrowserWallet(page, {
+    account: owner.address,
+    startChainId: stack.chainId,
+    rpcUrl: stack.rpcUrl,
+    permissions: async (method, params) => {
+      if (method === 'wallet_getSupportedExecutionPermissions')
+        return supportedExecutionPermissions(stack.chainId);
+      const [request] = params as [Erc20PeriodicPermissionRequest];
+      asked.push(request);
+      return [
+        await grantErc20PeriodicPermission({ request, owner, client: chain, environment: terms.environment }),
+      ];
+    },
+  });
+  await page.goto(stack.gatewayUrl);
+  await page.getByRole('button', { name: 'Connect browser wallet' }).click();
+  await expect(page.getByRole('region', { name: '1. Wallet' }).getByText(owner.address)).toBeVisible();
+
+  const account = page.getByRole('region', { name: '2. Smart account' });
+  await account.getByRole('radio', { name: 'My own address (EIP-7702)' }).check();
+  await expect(account.getByTestId('smart-account-address')).toHaveText(owner.address);
+  await expect(account.getByTestId('account-upgraded')).toHaveText('Yes');
+  await expect(account.getByTestId('usdc-balance')).toHaveText('100 USD Coin');
+
+  // what is granted, in plain words, before the wallet is asked
+  const session = page.getByRole('region', { name: '3. Session key' });
+  const summary = session.getByTestId('delegation-summary');
+  await expect(summary).toContainText("from your own address to the operator's treasury");
+  await expect(summary).toContainText('at most 50 USDC per day');
+  await expect(session.getByRole('heading', { name: 'What you are granting' })).toBeVisible();
+  await screen(page, testInfo, '09-grant-own-address');
+  await session.getByRole('button', { name: 'Grant and authorize' }).click();
+  await expect(session.getByText('Session authorized')).toBeVisible();
+  const token = await session.getByRole('textbox', { name: 'Access token' }).inputValue();
+
+  // the wallet was asked for 50 USDC a day of USDC to the session key, paid to the treasury only, for 7 days
+  expect(asked).toHaveLength(1);
+  const [request] = asked as [Erc20PeriodicPermissionRequest];
+  expect(request).toMatchObject({
+    chainId: `0x${stack.chainId.toString(16)}`,
+    from: owner.address,
+    to: terms.sessionKey,
+    permission: {
+      type: 'erc20-token-periodic',
+      isAdjustmentAllowed: false,
+      data: { tokenAddress: terms.usdc.address, periodAmount: '0x2faf080', periodDuration: 86_400 },
+    },
+  });
+  expect(request.rules).toContainEqual({ type: 'payee', data: { addresses: [terms.treasury] } });
+  const expiry = request.rules?.find((rule) => rule.type === 'expiry')?.data as { timestamp: number };
+  expect(expiry.timestamp * 1000 - Date.now()).toBeGreaterThan(7 * 86_400_000 - 120_000);
+  expect(hexToNumber(request.chainId)).toBe(stack.chainId);
+
+  // three requests: the earlier two are paid from the EOA's own USDC
+  const calls = await threeRequests(token);
+  const { paid } = await expectEarlierTwoPaid(page, calls, owner.address);
+  expect(
+    await chain.readContract({
+      address: stack.usdc,
+      abi: erc20Abi,
+      functionName: 'balanceOf',
+      args: [owner.address],
+    }),
+  ).toBe(100_000_000n - paid);
+  await screen(page, testInfo, '10-own-address-usage');
+});
+
+test('a wallet without ERC-7715 signs the delegation itself, from its own upgraded address', async ({
+  page,
+}) => {
+  const terms = await fetchTerms(stack.gatewayUrl);
+  // anvil's dev account #3 signs through anvil; upgraded with anvil_setCode, as no browser wallet here signs authorizations
+  const implementation = terms.environment.implementations.EIP7702StatelessDeleGatorImpl as Address;
+  const dev = createTestClient({ chain: localChain, mode: 'anvil', transport: http(stack.rpcUrl) });
+  const OWN = '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65'; // anvil's dev account #4
+  await dev.setCode({ address: OWN, bytecode: delegationDesignator(implementation) as Hex });
+  await fund({ address: OWN, usdc: '10', eth: '0' });
+  await installBrowserWallet(page, { account: OWN, startChainId: stack.chainId, rpcUrl: stack.rpcUrl });
+  await page.goto(stack.gatewayUrl);
+  await page.getByRole('button', { name: 'Connect browser wallet' }).click();
+  const account = page.getByRole('region', { name: '2. Smart account' });
+  await account.getByRole('radio', { name: 'My own address (EIP-7702)' }).check();
+  await expect(account.getByTestId('account-upgraded')).toHaveText('Yes');
+  const session = page.getByRole('region', { name: '3. Session key' });
+  await session.getByRole('button', { name: 'Grant and authorize' }).click();
+  await expect(session.getByText('Session authorized')).toBeVisible();
+  await expect(session.getByText(OWN)).toBeVisible();
+});
+
+/** The local stack's faucet: test USDC and ETH on the local chain. */
+async function fund(grant: { address: Address; usdc: string; eth: string }): Promise<void> {
+  const response = await fetch(`${stack.faucetUrl}/fund`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(grant),
+  });
+  expect(response.status).toBe(200);
+}

@@ -11,7 +11,7 @@ import { describeError } from './ui/errors';
 import { PendingStep } from './ui/PendingStep';
 import { UsagePanel } from './usage/UsagePanel';
 import { SmartAccountPanel } from './wallet/SmartAccountPanel';
-import { useAccountState, useSmartAccount } from './wallet/smart-account';
+import { type AccountKind, upgradedTo7702, useAccountState, useSmartAccount } from './wallet/smart-account';
 import { WalletPanel } from './wallet/WalletPanel';
 import { createWalletConfig, gatewayChains } from './wallet/wallet-config';
 
@@ -108,7 +108,8 @@ function WalletRoot({ terms }: { terms: Terms }) {
 function Dashboard({ terms }: { terms: Terms }) {
   const connection = useConnection();
   const onChain = connection.isConnected && connection.chainId === terms.chainId;
-  const smartAccount = useSmartAccount(terms);
+  const [kind, setKind] = useState<AccountKind>('hybrid');
+  const smartAccount = useSmartAccount(terms, kind);
   const account = onChain ? smartAccount.data : undefined;
   const state = useAccountState(terms, account?.address);
   const store = useStoredSession(terms.chainId, account?.address);
@@ -120,6 +121,8 @@ function Dashboard({ terms }: { terms: Terms }) {
       {onChain ? (
         <SmartAccountPanel
           terms={terms}
+          kind={kind}
+          onKind={setKind}
           account={account}
           state={state}
           loading={smartAccount.isPending}
@@ -132,8 +135,9 @@ function Dashboard({ terms }: { terms: Terms }) {
       )}
       <SessionPanel
         terms={terms}
+        kind={kind}
         account={account}
-        deployed={state.deployed}
+        deployed={kind === 'eip7702' ? upgradedTo7702(terms, state) : state.deployed}
         onChainOk={onChain}
         store={store}
       />

@@ -7,6 +7,7 @@ import {
 import { createCaveatBuilder, encodeDelegations, generateSalt } from '@metamask/smart-accounts-kit/utils';
 import { type Address, type Hex, hexToNumber, numberToHex, type PublicClient } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
+import { currentDelegatorNonce } from '../../src/payments/delegation-framework.js';
 
 /**
  * An ERC-7715 `wallet_requestExecutionPermissions` request for an `erc20-token-periodic` permission, in
@@ -64,8 +65,8 @@ export async function grantErc20PeriodicPermission(options: {
   owner: PrivateKeyAccount;
   client: PublicClient;
   environment: SmartAccountsEnvironment;
-  /** The delegator's NonceEnforcer nonce (`currentNonce`). */
-  nonce: bigint;
+  /** Default: the delegator's current NonceEnforcer nonce, read from the chain as the wallet does. */
+  nonce?: bigint;
   now?: Date;
 }): Promise<GrantedPermission> {
   const { request, owner, environment } = options;
@@ -102,7 +103,15 @@ export async function grantErc20PeriodicPermission(options: {
       value: `0x${address.slice(2).toLowerCase().padStart(64, '0')}`,
     });
   }
-  builder.addCaveat('nonce', { nonce: numberToHex(options.nonce, { size: 32 }) });
+  const nonce =
+    options.nonce ??
+    (await currentDelegatorNonce(
+      options.client,
+      environment.caveatEnforcers.NonceEnforcer as Address,
+      environment.DelegationManager,
+      owner.address,
+    ));
+  builder.addCaveat('nonce', { nonce: numberToHex(nonce, { size: 32 }) });
 
   const account = await toMetaMaskSmartAccount({
     client: options.client,

@@ -97,7 +97,7 @@ function periodicRequest(
 async function grant(
   owner: ReturnType<typeof privateKeyToAccount>,
   request: Erc20PeriodicPermissionRequest,
-  nonce = 0n,
+  nonce?: bigint,
 ) {
   return grantErc20PeriodicPermission({
     request,

@@ -1,6 +1,7 @@
 import { useMutation, useQuery } from '@tanstack/react-query';
 import { useId, useState } from 'react';
 import { formatUnits, parseUnits } from 'viem';
+import { useWalletClient } from 'wagmi';
 import { callGateway } from '../gateway/api';
 import type { Terms } from '../gateway/terms';
 import { Address } from '../ui/Address';
@@ -8,8 +9,9 @@ import { Alert } from '../ui/Alert';
 import { CopyButton } from '../ui/Copy';
 import { describeError, isUserRejection } from '../ui/errors';
 import { duration, formatInstant } from '../ui/format';
-import type { SmartAccount } from '../wallet/smart-account';
+import type { AccountKind, SmartAccount } from '../wallet/smart-account';
 import { authorizeSession, revokeSession, type SessionGrant } from './authorize';
+import { authorizeWithPermission, permissionSupport } from './execution-permission';
 import { type SessionEnd, type SessionStore, type StoredSession, sessionRefusal } from './session-store';
 import { clientSnippets } from './snippets';
 
@@ -53,7 +55,9 @@ export function SessionPanel({
   ...props
 }: {
   terms: Terms;
+  kind: AccountKind;
   account: SmartAccount | undefined;
+  /** Deployed (HybridDeleGator), or upgraded with EIP-7702 (own address); undefined until known. */
   deployed: boolean | undefined;
   onChainOk: boolean;
   /** The wallet's stored session (App.tsx owns it: the usage panel reports a refused token to it). */
@@ -107,12 +111,14 @@ function SessionEnded({ ended }: { ended: SessionEnd }) {
 
 function GrantForm({
   terms,
+  kind,
   account,
   deployed,
   onChainOk,
   onAuthorized,
 }: {
   terms: Terms;
+  kind: AccountKind;
   account: SmartAccount;
   deployed: boolean | undefined;
   onChainOk: boolean;
@@ -121,8 +127,10 @@ function GrantForm({
   const { expiry, minPeriodSeconds } = terms.policy;
   const minCap = BigInt(terms.policy.minCapAtomic);
   const lifetimes = lifetimeOptions(expiry);
-  const periods = PERIODS.filter(
-    (option) => option.seconds === undefined || option.seconds >= minPeriodSeconds,
+  const ownAddress = kind === 'eip7702';
+  // ERC-7715 grants an amount per period: from the own address, the cap is always per period
+  const periods = PERIODS.filter((option) =>
+    option.seconds === undefined ? !ownAddress : option.seconds >= minPeriodSeconds,
   );
   const [cap, setCap] = useState(DEFAULT_CAP);
   const [periodLabel, setPeriodLabel] = useState<string>('per day');
@@ -140,14 +148,38 @@ function GrantForm({
       : capAtomic < minCap
         ? `The gateway asks for a cap of at least ${formatUnits(minCap, terms.usdc.decimals)} USDC.`
         : undefined;
-  const period = periods.find((option) => option.label === periodLabel) ?? PERIODS[0];
+  const period = periods.find((option) => option.label === periodLabel) ?? periods[0] ?? PERIODS[0];
   const expiresAt = new Date(Date.now() + lifetime * 1000);
+  const { data: walletClient } = useWalletClient({ chainId: terms.chainId });
 
   const authorize = useMutation({
-    mutationFn: (grant: SessionGrant) => authorizeSession(account, grant),
+    mutationFn: async (grant: SessionGrant) => {
+      if (!ownAddress) return authorizeSession(account, grant);
+      if (!walletClient || grant.periodSeconds === undefined) throw new Error('connect a wallet first');
+      // ERC-7715 where the wallet grants it; otherwise the wallet signs the delegation itself
+      const support = await permissionSupport(walletClient, terms.chainId);
+      if (support)
+        return authorizeWithPermission(
+          walletClient,
+          terms,
+          account.address,
+          {
+            amountAtomic: grant.capAtomic,
+            periodSeconds: grant.periodSeconds,
+            expiresAt: new Date(Date.now() + grant.lifetimeSeconds * 1000),
+          },
+          support,
+        );
+      if (!deployed)
+        throw new Error(
+          'Your wallet grants no ERC-7715 permissions, and your address is not a smart account (EIP-7702) yet: switch it to a smart account in your wallet, then sign here.',
+        );
+      return authorizeSession(account, grant);
+    },
     onSuccess: onAuthorized,
   });
   const ready = onChainOk && deployed !== undefined && capProblem === undefined && !authorize.isPending;
+  const from = ownAddress ? 'your own address' : 'your smart account';
 
   return (
     <form
@@ -160,11 +192,13 @@ function GrantForm({
     >
       <div>
         <p>
-          Let the gateway collect what your requests cost, from your smart account, without asking you each
-          time. You sign once; you can revoke it whenever you like.
+          Let the gateway collect what your requests cost, from {from}, without asking you each time.{' '}
+          {ownAddress
+            ? 'Your wallet grants it once (an ERC-7715 permission where it can, else a delegation you sign); you can revoke the session whenever you like.'
+            : 'You sign once; you can revoke it whenever you like.'}
         </p>
         <div className="form-grid">
-          <label htmlFor={ids.cap}>Spending cap (USDC)</label>
+          <label htmlFor={ids.cap}>{ownAddress ? 'Amount per period (USDC)' : 'Spending cap (USDC)'}</label>
           <input
             id={ids.cap}
             inputMode="decimal"
@@ -204,22 +238,28 @@ function GrantForm({
       </div>
 
       <div>
-        <h3 className="first">What you are signing</h3>
+        <h3 className="first">{ownAddress ? 'What you are granting' : 'What you are signing'}</h3>
         <p className="plain-words" data-testid="delegation-summary">
-          The gateway's session key may transfer <strong>{terms.usdc.name}</strong> from your smart account to
-          the operator's treasury, at most{' '}
+          The gateway's session key may transfer <strong>{terms.usdc.name}</strong> from {from} to the
+          operator's treasury, at most{' '}
           <strong>
             {capAtomic === undefined ? '…' : formatUnits(capAtomic, terms.usdc.decimals)} USDC {period.label}
           </strong>
           , until <strong>{formatInstant(expiresAt)}</strong>. It cannot move any other token, pay anyone
           else, or let anyone but the gateway's key use it.
+          {ownAddress &&
+            ' Where your wallet cannot pin the recipient in its permission, the gateway still only ever pays its treasury, and the amount per period bounds what the key could move.'}
         </p>
         <dl className="facts">
+          <dt>From</dt>
+          <dd>
+            <Address value={account.address} label="paying address" />
+          </dd>
           <dt>Token</dt>
           <dd>
             <Address value={terms.usdc.address} label={`${terms.usdc.name} token address`} />
           </dd>
-          <dt>Cap</dt>
+          <dt>{ownAddress ? 'Amount per period' : 'Cap'}</dt>
           <dd>{capAtomic === undefined ? '…' : `${formatUnits(capAtomic, terms.usdc.decimals)} USDC`}</dd>
           <dt>Period</dt>
           <dd>
@@ -238,7 +278,7 @@ function GrantForm({
         </dl>
 
         {!onChainOk && <p className="hint">Switch your wallet to the gateway's network to sign.</p>}
-        {onChainOk && deployed === false && (
+        {onChainOk && deployed === false && !ownAddress && (
           <p className="hint">
             Your smart account is not deployed yet. You can sign now (ERC-6492): the gateway deploys it before
             the first payment. It needs USDC to pay for requests.
@@ -246,7 +286,11 @@ function GrantForm({
         )}
         <div className="actions">
           <button type="submit" disabled={!ready}>
-            {authorize.isPending ? 'Waiting for your signature…' : 'Sign and authorize'}
+            {authorize.isPending
+              ? 'Waiting for your wallet…'
+              : ownAddress
+                ? 'Grant and authorize'
+                : 'Sign and authorize'}
           </button>
         </div>
         {authorize.error && (

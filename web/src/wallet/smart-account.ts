@@ -4,34 +4,47 @@ import {
   toMetaMaskSmartAccount,
 } from '@metamask/smart-accounts-kit';
 import { useQuery } from '@tanstack/react-query';
-import { type Address, erc20Abi } from 'viem';
+import { type Address, concat, erc20Abi, type Hex } from 'viem';
 import { useBytecode, useConnection, usePublicClient, useReadContract, useWalletClient } from 'wagmi';
 import type { Terms } from '../gateway/terms';
 
-export type SmartAccount = MetaMaskSmartAccount<Implementation.Hybrid>;
+/**
+ * What pays the gateway: a HybridDeleGator the owner's wallet controls (a new address to fund), or the
+ * owner's own address, upgraded with EIP-7702 to the framework's EIP7702StatelessDeleGator.
+ */
+export type AccountKind = 'hybrid' | 'eip7702';
+export type SmartAccount = MetaMaskSmartAccount<Implementation.Hybrid | Implementation.Stateless7702>;
 
 const REFRESH_MS = 3_000;
 
 /**
- * The owner's HybridDeleGator smart account (salt 0): its counterfactual address is known before it is
- * deployed, and it signs with the connected wallet.
+ * The paying account, signing with the connected wallet: the owner's HybridDeleGator (salt 0), whose
+ * counterfactual address is known before it is deployed, or the owner's own address as a 7702 account.
  */
-export function useSmartAccount(terms: Terms) {
+export function useSmartAccount(terms: Terms, kind: AccountKind) {
   const { address: owner, chainId } = useConnection();
   const publicClient = usePublicClient({ chainId: terms.chainId });
   const { data: walletClient } = useWalletClient({ chainId: terms.chainId });
   return useQuery({
-    queryKey: ['smart-account', terms.chainId, owner, walletClient?.uid],
+    queryKey: ['smart-account', kind, terms.chainId, owner, walletClient?.uid],
     enabled: Boolean(owner && publicClient && walletClient && chainId === terms.chainId),
     queryFn: (): Promise<SmartAccount> =>
-      toMetaMaskSmartAccount({
-        client: publicClient!,
-        implementation: Implementation.Hybrid,
-        deployParams: [owner!, [], [], []],
-        deploySalt: '0x',
-        signer: { walletClient: walletClient! },
-        environment: terms.environment,
-      }),
+      kind === 'eip7702'
+        ? toMetaMaskSmartAccount({
+            client: publicClient!,
+            implementation: Implementation.Stateless7702,
+            address: owner!,
+            signer: { walletClient: walletClient! },
+            environment: terms.environment,
+          })
+        : toMetaMaskSmartAccount({
+            client: publicClient!,
+            implementation: Implementation.Hybrid,
+            deployParams: [owner!, [], [], []],
+            deploySalt: '0x',
+            signer: { walletClient: walletClient! },
+            environment: terms.environment,
+          }),
     staleTime: Number.POSITIVE_INFINITY,
   });
 }
@@ -39,6 +52,8 @@ export function useSmartAccount(terms: Terms) {
 export interface AccountState {
   /** Whether the account has code yet; undefined until known. */
   deployed: boolean | undefined;
+  /** Its code: a 7702 account's is `0xef0100 || implementation`. */
+  code: Hex | undefined;
   /** USDC held, atomic units. */
   balance: bigint | undefined;
   error: Error | null;
@@ -62,8 +77,21 @@ export function useAccountState(terms: Terms, address: Address | undefined): Acc
   });
   return {
     deployed: code.isSuccess ? Boolean(code.data) : undefined,
+    code: code.data ?? undefined,
     balance: balance.data,
     error: code.error ?? balance.error,
     refetch: () => Promise.all([code.refetch(), balance.refetch()]),
   };
+}
+
+/**
+ * Whether an EOA's code delegates (EIP-7702) to the framework's stateless DeleGator; undefined until the
+ * code is known. Its code is then `0xef0100 || implementation`.
+ */
+export function upgradedTo7702(terms: Terms, state: AccountState): boolean | undefined {
+  if (state.deployed === undefined) return undefined;
+  const implementation = terms.environment.implementations.EIP7702StatelessDeleGatorImpl;
+  return Boolean(
+    implementation && state.code?.toLowerCase() === concat(['0xef0100', implementation]).toLowerCase(),
+  );
 }
