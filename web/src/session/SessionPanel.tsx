@@ -245,10 +245,10 @@ function GrantForm({
           <strong>
             {capAtomic === undefined ? '…' : formatUnits(capAtomic, terms.usdc.decimals)} USDC {period.label}
           </strong>
-          , until <strong>{formatInstant(expiresAt)}</strong>. It cannot move any other token, pay anyone
-          else, or let anyone but the gateway's key use it.
-          {ownAddress &&
-            ' Where your wallet cannot pin the recipient in its permission, the gateway still only ever pays its treasury, and the amount per period bounds what the key could move.'}
+          , until <strong>{formatInstant(expiresAt)}</strong>.{' '}
+          {ownAddress
+            ? "It cannot move any other token, or let anyone but the gateway's key use it. Your wallet pins the recipient to the treasury where it can; where it cannot, the gateway still only ever pays its treasury, and the amount per period bounds what its key could move."
+            : "It cannot move any other token, pay anyone else, or let anyone but the gateway's key use it."}
         </p>
         <dl className="facts">
           <dt>From</dt>
