@@ -27,7 +27,13 @@ export interface GatewayConfig {
   metricsToken?: string;
   logLevel: string;
   providers: {
-    anthropic: UpstreamConfig;
+    anthropic: UpstreamConfig & {
+      /**
+       * ANTHROPIC_AUTO_CACHE: requests that mark no `cache_control` get prompt cache breakpoints
+       * after their instructions and their history (see providers/prompt-cache.ts).
+       */
+      autoCache?: boolean;
+    };
     google: UpstreamConfig;
   };
   /** Replaces the shipped catalog when set. */
@@ -278,6 +284,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       anthropic: {
         apiKey: read.optional('ANTHROPIC_API_KEY'),
         baseUrl: read.url('ANTHROPIC_BASE_URL', ['http:', 'https:']) ?? DEFAULT_ANTHROPIC_BASE_URL,
+        autoCache: read.boolean('ANTHROPIC_AUTO_CACHE', false),
       },
       google: {
         apiKey: read.optional('GEMINI_API_KEY'),

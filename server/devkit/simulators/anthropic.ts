@@ -4,6 +4,7 @@
  * message_delta), the real error bodies. The gateway always streams; a whole (JSON) answer, at
  * once and without the scripted faults, is for benchmarks calling it directly.
  */
+import { createHash } from 'node:crypto';
 import {
   echoReply,
   type Frame,
@@ -59,6 +60,7 @@ type Block =
   | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> };
 
 export function startAnthropicSimulator(options: SimulatorOptions = {}): Promise<Simulator<AnthropicStep>> {
+  const cache = new PromptCache();
   return startSimulator<AnthropicStep>(async (exchange, next) => {
     const refusal = refusalOf(exchange.request);
     if (refusal) return exchange.json(refusal.status, errorBody(refusal));
@@ -66,7 +68,7 @@ export function startAnthropicSimulator(options: SimulatorOptions = {}): Promise
     const step = next() ?? defaultReply(body);
     if ('hang' in step) return exchange.hang();
     if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
-    const message = messageOf(body, step);
+    const message = messageOf(body, step, cache.counts(body));
     if (body.stream !== true) return exchange.json(200, message);
     const error = frame('error', {
       type: 'error',
@@ -90,6 +92,7 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
   if (!Number.isInteger(body.max_tokens)) return { status: 400, message: 'max_tokens: Field required' };
   return (
     unknownFieldOf(body) ??
+    tooManyBreakpoints(body) ??
     toolResultsAfterOtherContent(body.messages) ??
     emptyTextOf(body.messages) ??
     untypedToolOf(body.tools) ??
@@ -166,6 +169,94 @@ function openObjectOf(schema: unknown): boolean {
   return children.some(openObjectOf);
 }
 
+/** Anthropic takes at most 4 blocks (tools, system, message blocks) with `cache_control`. */
+function tooManyBreakpoints(body: Record<string, unknown>): ScriptedHttpError | undefined {
+  const found = promptSegments(body).filter((segment) => segment.marked).length;
+  return found > 4
+    ? { status: 400, message: `A maximum of 4 blocks with cache_control may be provided. Found ${found}.` }
+    : undefined;
+}
+
+/** One cacheable piece of a prompt, in Anthropic's prefix order: tools, system, then messages. */
+interface Segment {
+  /** The piece without its breakpoint: what a cached prefix must match. */
+  key: string;
+  tokens: number;
+  marked: boolean;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+function promptSegments(body: any): Segment[] {
+  const segment = (block: Record<string, unknown>, tokens: number): Segment => {
+    const { cache_control, ...rest } = block;
+    return { key: JSON.stringify(rest), tokens, marked: cache_control != null };
+  };
+  const system =
+    typeof body.system === 'string' ? [{ type: 'text', text: body.system }] : (body.system ?? []);
+  return [
+    ...(body.tools ?? []).map((tool: Record<string, unknown>) =>
+      segment(tool, tokenCount(JSON.stringify(tool))),
+    ),
+    ...system.map((block: Record<string, unknown>) => segment(block, blockTokens(block))),
+    ...(body.messages ?? []).flatMap((message: { role: string; content: unknown }) =>
+      (typeof message.content === 'string'
+        ? [{ type: 'text', text: message.content }]
+        : (message.content as [])
+      ).map((block: Record<string, unknown>, i: number) =>
+        // The role is part of what is cached: a turn's first block says it.
+        segment(i === 0 ? { ...block, role: message.role } : block, blockTokens(block)),
+      ),
+    ),
+  ];
+}
+
+/** The tokens of a block, as the simulators count them (tool uses and results by their text). */
+function blockTokens(block: Record<string, unknown>): number {
+  return tokenCount(textOf([block]));
+}
+
+/** The shortest prefix Anthropic caches (Claude Sonnet's; a shorter one is processed uncached). */
+const MIN_CACHEABLE_TOKENS = 1024;
+/** How many blocks before a breakpoint Anthropic looks for a cached prefix. */
+const LOOKBACK_BLOCKS = 20;
+
+/**
+ * Anthropic's prompt cache, without expiry: a request's prefix up to a breakpoint is written when
+ * no cached prefix covers it, and read by a later request whose prompt starts with it (found at a
+ * block boundary within 20 blocks before one of its breakpoints).
+ */
+class PromptCache {
+  private readonly written = new Set<string>();
+
+  // biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+  counts(body: any): { read: number; write: number; total: number } {
+    const segments = promptSegments(body);
+    const prefixTokens: number[] = [];
+    const prefixKeys: string[] = [];
+    let tokens = 0;
+    let hash = createHash('sha256').update(String(body.model)).digest('hex');
+    for (const segment of segments) {
+      tokens += segment.tokens;
+      hash = createHash('sha256').update(hash).update(segment.key).digest('hex');
+      prefixTokens.push(tokens);
+      prefixKeys.push(hash);
+    }
+    const marks = segments.flatMap((segment, i) => (segment.marked ? [i] : []));
+    let read = 0;
+    for (const mark of marks)
+      for (let j = mark; j >= Math.max(0, mark - LOOKBACK_BLOCKS + 1); j--)
+        if (this.written.has(prefixKeys[j]!)) read = Math.max(read, prefixTokens[j]!);
+    const last = marks.at(-1);
+    let write = 0;
+    if (last !== undefined && prefixTokens[last]! >= MIN_CACHEABLE_TOKENS) {
+      write = prefixTokens[last]! - read;
+      for (const mark of marks)
+        if (prefixTokens[mark]! >= MIN_CACHEABLE_TOKENS) this.written.add(prefixKeys[mark]!);
+    }
+    return { read, write, total: tokens };
+  }
+}
+
 /** Anthropic refuses an empty text block, a tool result's included (its string content is one). */
 function emptyTextOf(messages: Array<{ content?: unknown }>): ScriptedHttpError | undefined {
   const hasEmptyText = (blocks: unknown): boolean =>
@@ -228,7 +319,7 @@ function defaultReply(body: any): AnthropicReply {
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
-function messageOf(body: any, reply: AnthropicReply) {
+function messageOf(body: any, reply: AnthropicReply, cached: { read: number; write: number; total: number }) {
   const content: Block[] = [];
   if (reply.thinking)
     content.push({ type: 'thinking', thinking: reply.thinking, signature: randomId('sig_') });
@@ -241,10 +332,6 @@ function messageOf(body: any, reply: AnthropicReply) {
       name: call.name,
       input: call.arguments,
     });
-  const prompt = [
-    textOf(body.system),
-    ...body.messages.map((message: { content: unknown }) => textOf(message.content)),
-  ];
   const generated = tokenCount(text) + tokenCount(reply.thinking ?? '') + (reply.toolCalls?.length ?? 0) * 8;
   return {
     id: randomId('msg_'),
@@ -255,14 +342,10 @@ function messageOf(body: any, reply: AnthropicReply) {
     stop_reason: reply.stop ?? ((reply.toolCalls?.length ?? 0) > 0 ? 'tool_use' : 'end_turn'),
     stop_sequence: reply.stopSequence ?? null,
     usage: {
-      input_tokens:
-        reply.usage?.input_tokens ??
-        Math.max(
-          1,
-          prompt.reduce((sum, t) => sum + tokenCount(t), 0),
-        ),
-      cache_creation_input_tokens: reply.usage?.cache_creation_input_tokens ?? 0,
-      cache_read_input_tokens: reply.usage?.cache_read_input_tokens ?? 0,
+      // Anthropic's buckets are disjoint: input_tokens are those neither read from nor written to the cache.
+      input_tokens: reply.usage?.input_tokens ?? Math.max(1, cached.total - cached.read - cached.write),
+      cache_creation_input_tokens: reply.usage?.cache_creation_input_tokens ?? cached.write,
+      cache_read_input_tokens: reply.usage?.cache_read_input_tokens ?? cached.read,
       output_tokens: reply.usage?.output_tokens ?? Math.max(1, generated),
       service_tier: 'standard',
     },

@@ -9,10 +9,17 @@ const nullable = (schema: Record<string, unknown>) => ({
   type: [schema.type as string, 'null'],
 });
 
+/** A prompt cache breakpoint (see providers/prompt-cache.ts). */
+const cacheControl = {
+  type: 'object',
+  required: ['type'],
+  properties: { type: { const: 'ephemeral' }, ttl: { type: 'string', enum: ['5m', '1h'] } },
+};
+
 const textPart = {
   type: 'object',
   required: ['type', 'text'],
-  properties: { type: { const: 'text' }, text: { type: 'string' } },
+  properties: { type: { const: 'text' }, text: { type: 'string' }, cache_control: cacheControl },
 };
 
 const imagePart = {
@@ -28,6 +35,7 @@ const imagePart = {
         detail: { type: 'string', enum: ['auto', 'low', 'high'] },
       },
     },
+    cache_control: cacheControl,
   },
 };
 
@@ -79,6 +87,7 @@ const message = {
     tool_calls: { type: 'array', items: toolCall },
     tool_call_id: { type: 'string', minLength: 1 },
     function_call: functionCall,
+    cache_control: cacheControl,
   },
 };
 
@@ -104,6 +113,7 @@ const functionTool = {
         strict: { type: ['boolean', 'null'] },
       },
     },
+    cache_control: cacheControl,
   },
 };
 

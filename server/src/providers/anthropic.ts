@@ -26,6 +26,9 @@
  *   which Anthropic requires of an `input_schema`.
  * - A tool's `strict: true` goes as Anthropic's own `strict` (strict tool use, part of its structured
  *   outputs): the call's input then follows the schema.
+ * - `cache_control` on a content part, a message (its last block) or a tool goes on the Anthropic
+ *   block or tool it stands for (see prompt-cache.ts); with ANTHROPIC_AUTO_CACHE a request marking
+ *   none gets breakpoints after its instructions and its history.
  * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`.
  * - `max_tokens` is the limit admission decided, whatever the client asked for.
  */
@@ -37,10 +40,15 @@ import {
   JSON_MODE_INSTRUCTION,
   laterInstruction,
   noTurnsError,
-  textParts,
   toolArguments,
 } from './message-parts.js';
 import type { ChatMessage, ChatRequest, FinishReason, ToolChoice } from './openai-types.js';
+import {
+  type AnthropicCacheControl,
+  anthropicCacheControl,
+  checkBreakpoints,
+  markStablePrefix,
+} from './prompt-cache.js';
 import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
 import type { EventSourceMessage } from './sse.js';
 import {
@@ -62,19 +70,25 @@ const IMAGE_TYPES: ImageTypes = {
 /** The longest `metadata.user_id` Anthropic takes; a longer one is a 400 for the whole request. */
 const MAX_USER_ID = 256;
 
-interface TextBlock {
+interface Cacheable {
+  cache_control?: AnthropicCacheControl;
+}
+
+interface TextBlock extends Cacheable {
   type: 'text';
   text: string;
 }
 
-type ContentBlock =
-  | TextBlock
-  | {
-      type: 'image';
-      source: { type: 'base64'; media_type: string; data: string } | { type: 'url'; url: string };
-    }
-  | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
-  | { type: 'tool_result'; tool_use_id: string; content?: string | TextBlock[] };
+type ContentBlock = Cacheable &
+  (
+    | TextBlock
+    | {
+        type: 'image';
+        source: { type: 'base64'; media_type: string; data: string } | { type: 'url'; url: string };
+      }
+    | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
+    | { type: 'tool_result'; tool_use_id: string; content?: string | TextBlock[] }
+  );
 
 export interface AnthropicMessage {
   role: 'user' | 'assistant';
@@ -88,10 +102,15 @@ export interface AnthropicUsage {
   cache_creation_input_tokens?: number | null;
 }
 
-export function anthropicFamily(apiKey: string | undefined): ProviderFamily {
+export interface AnthropicOptions {
+  /** ANTHROPIC_AUTO_CACHE: cache breakpoints for requests that mark none (see prompt-cache.ts). */
+  autoCache?: boolean;
+}
+
+export function anthropicFamily(apiKey: string | undefined, options: AnthropicOptions = {}): ProviderFamily {
   return {
     request: (call) => {
-      const body = anthropicRequestBody(call.request, call.model);
+      const body = anthropicRequestBody(call.request, call.model, options);
       return (limits) => ({
         path: '/v1/messages',
         headers: { 'anthropic-version': ANTHROPIC_VERSION, ...(apiKey && { 'x-api-key': apiKey }) },
@@ -106,6 +125,7 @@ export function anthropicFamily(apiKey: string | undefined): ProviderFamily {
 export function anthropicRequestBody(
   request: ChatRequest,
   model: CatalogModel,
+  options: AnthropicOptions = {},
 ): (limits: UpstreamLimits) => ProviderRequest['body'] {
   const { system, messages } = anthropicMessages(request.messages);
   const format = request.response_format;
@@ -113,7 +133,15 @@ export function anthropicRequestBody(
   if (format?.type === 'json_object' || (format?.type === 'json_schema' && schema === undefined))
     system.push({ type: 'text', text: JSON_MODE_INSTRUCTION });
   const stop = stopSequences(request.stop);
-  const tools = request.tools ?? [];
+  const tools = (request.tools ?? []).map(({ function: fn, cache_control }, i) => ({
+    name: fn.name,
+    ...(fn.description !== undefined && { description: fn.description }),
+    input_schema: { type: 'object', ...(fn.parameters ?? { properties: {} }) },
+    ...(fn.strict === true && { strict: true }),
+    ...anthropicCacheControl(cache_control, `tools[${i}].cache_control`),
+  }));
+  if (checkBreakpoints({ tools, system, messages }) === 0 && options.autoCache)
+    markStablePrefix({ tools, system, messages });
   return (limits) => ({
     model: model.providerModel,
     max_tokens: limits.outputTokens,
@@ -124,12 +152,7 @@ export function anthropicRequestBody(
     ...(request.top_p != null && request.temperature == null && { top_p: request.top_p }),
     ...(request.top_k != null && { top_k: request.top_k }),
     ...(tools.length > 0 && {
-      tools: tools.map(({ function: fn }) => ({
-        name: fn.name,
-        ...(fn.description !== undefined && { description: fn.description }),
-        input_schema: { type: 'object', ...(fn.parameters ?? { properties: {} }) },
-        ...(fn.strict === true && { strict: true }),
-      })),
+      tools,
       tool_choice: anthropicToolChoice(request.tool_choice ?? 'auto', request.parallel_tool_calls === false),
     }),
     ...(schema !== undefined && { output_config: { format: { type: 'json_schema', schema } } }),
@@ -177,14 +200,15 @@ export function anthropicMessages(messages: ChatMessage[]): {
   const system: TextBlock[] = [];
   const turns: AnthropicMessage[] = [];
   messages.forEach((message, i) => {
+    const at = `messages[${i}]`;
     if (isInstruction(message) && turns.length === 0) {
-      system.push(...textParts(message.content).map((text): TextBlock => ({ type: 'text', text })));
+      system.push(...instructionBlocks(message, at, (text) => text));
       return;
     }
     const role = message.role === 'assistant' ? 'assistant' : 'user';
     const blocks = isInstruction(message)
-      ? textParts(message.content).map((text): TextBlock => ({ type: 'text', text: laterInstruction(text) }))
-      : contentBlocks(message, `messages[${i}]`);
+      ? instructionBlocks(message, at, laterInstruction)
+      : contentBlocks(message, at);
     if (blocks.length === 0) return;
     const last = turns.at(-1);
     if (last?.role === role) last.content.push(...blocks);
@@ -216,14 +240,56 @@ function trimPrefill(turns: AnthropicMessage[]): void {
   if (last.content.length === 0) turns.pop();
 }
 
+/** An instruction's text parts as text blocks (`wrap` says how), their breakpoints kept. */
+function instructionBlocks(message: ChatMessage, at: string, wrap: (text: string) => string): TextBlock[] {
+  const { content } = message;
+  const parts = typeof content === 'string' ? [{ type: 'text' as const, text: content }] : (content ?? []);
+  const blocks = parts.flatMap((part, j): TextBlock[] =>
+    part.type === 'text' && part.text !== ''
+      ? [
+          {
+            type: 'text',
+            text: wrap(part.text),
+            ...anthropicCacheControl(part.cache_control, `${at}.content[${j}].cache_control`),
+          },
+        ]
+      : [],
+  );
+  return withMessageBreakpoint(blocks, message, at);
+}
+
+/** A message's own `cache_control` marks its last block. */
+function withMessageBreakpoint<Block extends Cacheable>(
+  blocks: Block[],
+  message: ChatMessage,
+  at: string,
+): Block[] {
+  const last = blocks.at(-1);
+  if (last && message.cache_control !== undefined)
+    Object.assign(last, anthropicCacheControl(message.cache_control, `${at}.cache_control`));
+  return blocks;
+}
+
 function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
+  return withMessageBreakpoint(messageBlocks(message, at), message, at);
+}
+
+function messageBlocks(message: ChatMessage, at: string): ContentBlock[] {
   const { content } = message;
   if (message.role === 'tool') {
     const result =
       typeof content === 'string'
         ? content
-        : (content ?? []).flatMap((part) =>
-            part.type === 'text' && part.text !== '' ? [{ type: 'text' as const, text: part.text }] : [],
+        : (content ?? []).flatMap((part, j) =>
+            part.type === 'text' && part.text !== ''
+              ? [
+                  {
+                    type: 'text' as const,
+                    text: part.text,
+                    ...anthropicCacheControl(part.cache_control, `${at}.content[${j}].cache_control`),
+                  },
+                ]
+              : [],
           );
     return [
       {
@@ -238,8 +304,9 @@ function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
     if (content !== '') blocks.push({ type: 'text', text: content });
   } else {
     content?.forEach((part, j) => {
+      const breakpoint = anthropicCacheControl(part.cache_control, `${at}.content[${j}].cache_control`);
       if (part.type === 'text') {
-        if (part.text !== '') blocks.push({ type: 'text', text: part.text });
+        if (part.text !== '') blocks.push({ type: 'text', text: part.text, ...breakpoint });
         return;
       }
       const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`, IMAGE_TYPES);
@@ -249,6 +316,7 @@ function contentBlocks(message: ChatMessage, at: string): ContentBlock[] {
           source.kind === 'url'
             ? { type: 'url', url: source.url }
             : { type: 'base64', media_type: source.mediaType, data: source.data },
+        ...breakpoint,
       });
     });
   }

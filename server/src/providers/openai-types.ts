@@ -9,14 +9,25 @@
  */
 export type Role = 'system' | 'developer' | 'user' | 'assistant' | 'tool' | 'function';
 
+/**
+ * A prompt cache breakpoint as OpenRouter and LiteLLM clients mark one (Anthropic's own shape): the
+ * prompt up to and including what carries it is cached.
+ */
+export interface CacheControl {
+  type: 'ephemeral';
+  ttl?: '5m' | '1h';
+}
+
 export interface TextPart {
   type: 'text';
   text: string;
+  cache_control?: CacheControl;
 }
 
 export interface ImagePart {
   type: 'image_url';
   image_url: { url: string; detail?: 'auto' | 'low' | 'high' };
+  cache_control?: CacheControl;
 }
 
 export type ContentPart = TextPart | ImagePart;
@@ -44,6 +55,8 @@ export interface ChatMessage {
   tool_call_id?: string;
   /** The legacy single call of an assistant message, made a `tool_calls` entry before translation. */
   function_call?: FunctionCall;
+  /** A breakpoint after the message's last part (LiteLLM's convention for string content). */
+  cache_control?: CacheControl;
 }
 
 /** A legacy (`functions`) call, as OpenAI still takes and returns it. */
@@ -62,6 +75,8 @@ export interface LegacyFunction {
 export interface FunctionTool {
   type: 'function';
   function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+  /** A breakpoint after this tool's definition (LiteLLM's convention). */
+  cache_control?: CacheControl;
 }
 
 /** OpenAI's Structured Outputs: the answer is JSON that `schema` (a JSON Schema) describes. */

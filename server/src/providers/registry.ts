@@ -33,7 +33,7 @@ export function createProviderRegistry(options: ProviderRegistryOptions): Provid
     adapters.set(provider, familyAdapter(provider, family, upstream));
   };
   const { anthropic, google } = options.providers;
-  add('anthropic', anthropic.baseUrl, anthropicFamily(anthropic.apiKey));
+  add('anthropic', anthropic.baseUrl, anthropicFamily(anthropic.apiKey, { autoCache: anthropic.autoCache }));
   add('google', google.baseUrl, geminiFamily(google.apiKey));
   for (const [name, upstream] of Object.entries(options.upstreams)) {
     const apiKey = upstream.apiKeyEnv ? options.env[upstream.apiKeyEnv]?.trim() || undefined : undefined;
