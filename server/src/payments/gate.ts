@@ -26,7 +26,8 @@ export interface Spending {
   owedPicoUsd: bigint;
   /**
    * Its request is paid by a signed maximum (an x402 `upto` permit, among `limits`) that the
-   * gateway settles once it completes: the bound on payers with no payment yet does not apply.
+   * gateway settles once it completes: the per-payer bound on payers with no payment yet does not
+   * apply (the hourly ceiling on them does).
    */
   paidUpTo?: boolean;
 }
@@ -99,7 +100,6 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
       options.balances.usdcOf(identified.payer, { fresh: moved }),
       options.unproven.isProven(identified.payer),
     ]);
-    const bounded = !proven && !spending.paidUpTo;
     const limits: SpendingLimit[] = [
       ...spending.limits,
       {
@@ -109,7 +109,8 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
         availableAtomic: balanceAtomic,
       },
     ];
-    if (bounded) {
+    // A permit's maximum stands in for the per-payer bound, but locks no funds: the hour's ceiling still counts it.
+    if (!proven && !spending.paidUpTo) {
       const max = options.unproven.payerMaxAtomic;
       limits.push({
         kind: 'unproven',
@@ -118,7 +119,7 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
         availableAtomic: max,
       });
     }
-    return { limits, owedPicoUsd: spending.owedPicoUsd, bounded };
+    return { limits, owedPicoUsd: spending.owedPicoUsd, proven };
   };
 
   return {
@@ -133,13 +134,13 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
         const settled = (await identified.owesNothing?.())
           ? { headers: {}, moved: false }
           : await options.withPayerLock(identified.payer, () => identified.settleDebt());
-        const { limits, owedPicoUsd, bounded } = await limitsOf(identified, settled.moved).catch(
+        const { limits, owedPicoUsd, proven } = await limitsOf(identified, settled.moved).catch(
           chainUnreadable,
         );
         const fit = fitRequest(planned, limits, { owedPicoUsd, inFlightPicoUsd: slot.othersReservedPicoUsd });
         if (!('worst' in fit)) throw await refusal(identified, fit);
         slot.lower(fit.worst.picoUsd).catch(() => undefined);
-        if (bounded) taken = await options.unproven.take(fit.worst.picoUsd);
+        if (!proven) taken = await options.unproven.take(fit.worst.picoUsd);
         const share = taken;
         return {
           payer: identified.payer,

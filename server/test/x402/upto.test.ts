@@ -13,6 +13,7 @@ import { permit2Address } from '../../devkit/contracts/permit2.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { GAS_CAPS } from '../../src/payments/gas-caps.js';
+import { startGateway, temporaryDatabase } from '../support/chain-gateway.js';
 import {
   chatBody,
   LARGER,
@@ -63,12 +64,9 @@ function uptoClient(payer: PrivateKeyAccount, paymentId?: string): x402Client {
 }
 
 /** The official openai client paying through `@x402/fetch` wrapped once; every exchange recorded. */
-function uptoOpenai(payer: PrivateKeyAccount, paymentId?: string) {
+function uptoOpenai(payer: PrivateKeyAccount, paymentId?: string, gatewayUrl = stack.gateway.url) {
   const recorder = recordingFetch();
-  const openai = openaiClient(
-    stack.gateway.url,
-    wrapFetchWithPayment(recorder.fetch, uptoClient(payer, paymentId)),
-  );
+  const openai = openaiClient(gatewayUrl, wrapFetchWithPayment(recorder.fetch, uptoClient(payer, paymentId)));
   return { openai, exchanges: recorder.exchanges };
 }
 
@@ -257,5 +255,30 @@ describe('upto (Permit2)', () => {
     expect(stack.anthropic.log.length).toBe(calls);
     await settled();
     expect(await paymentsOf(payer.address)).toEqual([]);
+  });
+
+  test('a permit does not lift the hourly ceiling on payers that never paid: its funds can move before it is settled', async () => {
+    // The permit locks nothing: a payer's USDC can leave between admission and settlement, and move
+    // on to the next fresh payer. The hour's ceiling bounds that, as for every payer not yet proven.
+    const database = temporaryDatabase();
+    const capped = await startGateway({
+      ...stack.gateway.config,
+      databaseUrl: database.url,
+      exposure: { ...stack.gateway.config.exposure, unprovenHourlyMaxPicoUsd: 2_000_000_000n },
+    });
+    try {
+      const payer = await uptoPayer();
+      const { openai } = uptoOpenai(payer, undefined, capped.url);
+      const calls = stack.anthropic.log.length;
+      const refusal = await refused(completion(openai, SMALL));
+      expect(refusal.status).toBe(429);
+      expect(refusal.error).toMatchObject({ code: 'rate_limited', details: { reason: 'unproven_exposure' } });
+      expect(refusal.headers?.get('retry-after')).toMatch(/^\d+$/);
+      expect(stack.anthropic.log.length).toBe(calls);
+      expect(await paymentsOf(payer.address)).toEqual([]);
+    } finally {
+      await capped.close();
+      database.remove();
+    }
   });
 });
