@@ -11,6 +11,7 @@ import {
   type LoggedRequest,
   piecesOf,
   randomId,
+  retryAfterHeader,
   type ScriptedHttpError,
   type ScriptedReply,
   type ScriptStep,
@@ -67,7 +68,12 @@ export function startAnthropicSimulator(options: SimulatorOptions = {}): Promise
     const body = exchange.request.body;
     const step = next() ?? defaultReply(body);
     if ('hang' in step) return exchange.hang();
-    if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
+    if ('httpError' in step)
+      return exchange.json(
+        step.httpError.status,
+        errorBody(step.httpError),
+        retryAfterHeader(step.httpError),
+      );
     const message = messageOf(body, step, cache.counts(body));
     if (body.stream !== true) return exchange.json(200, message);
     const error = frame('error', {

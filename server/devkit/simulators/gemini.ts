@@ -224,9 +224,38 @@ function signFirstCall(chunks: ReturnType<typeof responseChunks>, issued: Set<st
       }
 }
 
+/**
+ * A Google API error (google.rpc.Status as JSON); a quota error names the quota it hit, and the
+ * delay to wait goes in a RetryInfo detail, as Gemini sends them.
+ */
 function errorBody(error: ScriptedHttpError) {
   const status = error.type ?? STATUS_NAMES[error.status] ?? 'UNKNOWN';
-  return { error: { code: error.status, message: error.message ?? status, status } };
+  const details = [
+    ...(error.status === 429
+      ? [
+          {
+            '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
+            violations: [
+              {
+                quotaMetric: 'generativelanguage.googleapis.com/generate_content_paid_tier_input_token_count',
+                quotaId: 'GenerateContentPaidTierInputTokensPerModelPerMinute',
+              },
+            ],
+          },
+        ]
+      : []),
+    ...(error.retryAfterSeconds !== undefined
+      ? [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${error.retryAfterSeconds}s` }]
+      : []),
+  ];
+  return {
+    error: {
+      code: error.status,
+      message: error.message ?? status,
+      status,
+      ...(details.length > 0 && { details }),
+    },
+  };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it

@@ -10,6 +10,7 @@ import {
   type LoggedRequest,
   piecesOf,
   randomId,
+  retryAfterHeader,
   type ScriptedHttpError,
   type ScriptedReply,
   type ScriptStep,
@@ -47,7 +48,12 @@ export function startOpenAICompatibleSimulator(
     const body = exchange.request.body;
     const step = next() ?? defaultReply(body);
     if ('hang' in step) return exchange.hang();
-    if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
+    if ('httpError' in step)
+      return exchange.json(
+        step.httpError.status,
+        errorBody(step.httpError),
+        retryAfterHeader(step.httpError),
+      );
     const answer = answerOf(body, step);
     const error = frame(
       errorBody({ status: 500, message: 'The server had an error while processing your request.' }),
@@ -83,7 +89,7 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
 
 function errorBody(error: ScriptedHttpError) {
   const type = error.type ?? (error.status >= 500 ? 'server_error' : 'invalid_request_error');
-  return { error: { message: error.message ?? type, type, param: null, code: null } };
+  return { error: { message: error.message ?? type, type, param: null, code: error.code ?? null } };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it

@@ -69,6 +69,18 @@ export interface ScriptedHttpError {
   message?: string;
   /** The provider's error type or status name; derived from `status` when absent. */
   type?: string;
+  /**
+   * How long the provider asks callers to wait, said its own way: Anthropic and OpenAI send a
+   * `retry-after` header (seconds), Gemini a `google.rpc.RetryInfo` detail in its body.
+   */
+  retryAfterSeconds?: number;
+  /** OpenAI's `error.code` (`context_length_exceeded`, `rate_limit_exceeded`, `insufficient_quota`). */
+  code?: string;
+}
+
+/** The `retry-after` header of an error that states one. */
+export function retryAfterHeader(error: ScriptedHttpError): Record<string, string> {
+  return error.retryAfterSeconds === undefined ? {} : { 'retry-after': String(error.retryAfterSeconds) };
 }
 
 /** A scripted step: an answer, an HTTP error with the provider's error body, or no answer at all. */
@@ -94,8 +106,8 @@ export class Exchange {
     return this.res.destroyed;
   }
 
-  json(status: number, body: unknown): void {
-    this.res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
+  json(status: number, body: unknown, headers: Record<string, string> = {}): void {
+    this.res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
     this.res.end(JSON.stringify(body));
   }
 

@@ -16,6 +16,10 @@ export type ErrorCode =
   | 'method_not_allowed'
   | 'unsupported_model'
   | 'provider_error'
+  | 'provider_invalid_request'
+  | 'context_length_exceeded'
+  | 'provider_rate_limited'
+  | 'provider_overloaded'
   | 'payments_unavailable'
   | 'service_unavailable'
   | 'internal_error';

@@ -50,6 +50,7 @@ import {
   markStablePrefix,
 } from './prompt-cache.js';
 import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
+import { reportedFailure } from './reported-failure.js';
 import type { EventSourceMessage } from './sse.js';
 import {
   type MeteredUsage,
@@ -412,10 +413,8 @@ export class AnthropicStreamDecoder implements StreamDecoder {
       case 'message_stop':
         this.stopped = true;
         return [];
-      case 'error': {
-        const type = String(data.error?.type ?? 'api_error');
-        throw new ProviderError(String(data.error?.message ?? type), ERROR_STATUS[type], { reported: true });
-      }
+      case 'error':
+        throw reportedFailure(ERROR_STATUS[String(data.error?.type ?? 'api_error')], data);
       case 'content_block_stop':
         return this.blockStop(data.index);
       default:

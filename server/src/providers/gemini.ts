@@ -52,6 +52,7 @@ import {
 import { nestingExceeds } from './nesting.js';
 import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
 import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
+import { reportedFailure } from './reported-failure.js';
 import type { EventSourceMessage } from './sse.js';
 import {
   type MeteredUsage,
@@ -382,8 +383,7 @@ export class GeminiStreamDecoder implements StreamDecoder {
 
   decode(event: EventSourceMessage): StreamPart[] {
     const data = JSON.parse(event.data) as GeminiResponse;
-    if (data.error)
-      throw new ProviderError(data.error.message ?? 'the stream failed', data.error.code, { reported: true });
+    if (data.error) throw reportedFailure(data.error.code, data);
     if (data.usageMetadata) {
       this.metered = geminiUsage(data.usageMetadata, false);
       if (data.usageMetadata.candidatesTokenCount != null) this.outputStated = true;

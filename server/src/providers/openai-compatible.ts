@@ -17,6 +17,7 @@ import type {
   ToolCallDelta,
 } from './openai-types.js';
 import type { ProviderFamily, StreamDecoder } from './provider-family.js';
+import { reportedFailure } from './reported-failure.js';
 import type { EventSourceMessage } from './sse.js';
 import { type MeteredUsage, ProviderError, type StreamPart, type UpstreamLimits } from './types.js';
 import { GeneratedText, zeroUsage } from './usage.js';
@@ -200,8 +201,7 @@ class OpenAIStreamDecoder implements StreamDecoder {
       return [];
     }
     const chunk = JSON.parse(event.data) as WireChunk;
-    if (chunk.error)
-      throw new ProviderError(chunk.error.message ?? 'the stream failed', undefined, { reported: true });
+    if (chunk.error) throw reportedFailure(undefined, chunk);
     if (chunk.usage) {
       this.metered = { ...openAIUsage(chunk.usage), exact: false };
       this.reported = true;

@@ -92,9 +92,20 @@ export interface ProviderAdapter {
   prepareStream(call: ProviderCall): (limits: UpstreamLimits) => Promise<ProviderStream>;
 }
 
+/** What a failure the provider reported means for the request's sender. */
+export type ProviderFailureKind =
+  /** The provider refuses the request itself: sent again, it fails again. */
+  | 'invalid_request'
+  /** Its prompt, with its output limit, does not fit the model's context window. */
+  | 'context_length_exceeded'
+  /** The operator's account is over the provider's rate limit: later it may pass. */
+  | 'rate_limited'
+  /** The provider is short of capacity for everyone: later it may pass. */
+  | 'overloaded';
+
 /**
- * An upstream failure: a 502 (504 for `timeout`) `provider_error`, or, once a stream has opened
- * (at its first part, or a second after its headers), an SSE error event.
+ * An upstream failure: an HTTP error by its `kind` (a 502 or, for `timeout`, 504 when it has none),
+ * or, once a stream has opened (at its first part, or a second after its headers), an SSE error event.
  */
 export class ProviderError extends Error {
   constructor(
@@ -104,6 +115,10 @@ export class ProviderError extends Error {
       timeout?: boolean;
       /** Reported by the provider itself (an error status or event), which charges nothing for it. */
       reported?: boolean;
+      /** What the provider's report means, where it says (none: a failure on its side, or the operator's). */
+      kind?: ProviderFailureKind;
+      /** How long the provider asked callers to wait before they retry, in whole seconds. */
+      retryAfterSeconds?: number;
       /**
        * What the provider counted (and charges) of a whole answer the gateway cannot pass on: one it
        * ended as a failure (exact), or one whose stream broke off (inexact).

@@ -1,4 +1,5 @@
 import { errors, Pool } from 'undici';
+import { reportedFailure } from './reported-failure.js';
 import { ProviderError, UpstreamCutError } from './types.js';
 
 export interface UpstreamTimeouts {
@@ -40,8 +41,6 @@ export interface Upstream {
   cut(reason: string): Promise<number>;
 }
 
-const ERROR_MESSAGE_LIMIT = 1000;
-
 export function createUpstream(name: string, baseUrl: string, timeouts: UpstreamTimeouts): Upstream {
   const url = new URL(baseUrl);
   const basePath = url.pathname.replace(/\/+$/, '');
@@ -74,9 +73,7 @@ export function createUpstream(name: string, baseUrl: string, timeouts: Upstream
       } catch (error) {
         throw failure(error);
       }
-      throw new ProviderError(errorMessage(text, response.statusCode), response.statusCode, {
-        reported: true,
-      });
+      throw reportedFailure(response.statusCode, parsedBody(text), response.headers);
     },
     failure,
     // A pool already cut has nothing left to wait for.
@@ -118,21 +115,16 @@ function upstreamFailure(name: string, error: unknown, timeouts: UpstreamTimeout
   return new ProviderError(`${name} could not be reached: ${reason}`, undefined, { cause: error });
 }
 
-/**
- * The provider's own words. Anthropic (`{type:"error",error:{type,message}}`), Gemini
- * (`{error:{code,message,status}}`) and OpenAI (`{error:{message,type}}`) all carry `error.message`.
- */
+/** The provider's own words from an error body (its JSON `error.message`, or its text). */
 export function errorMessage(text: string, status: number): string {
-  let message: unknown;
+  return reportedFailure(status, parsedBody(text)).message;
+}
+
+/** An error body as JSON when it is JSON, else as its text. */
+function parsedBody(text: string): unknown {
   try {
-    const body = JSON.parse(text) as { error?: unknown; message?: unknown };
-    message =
-      typeof body.error === 'object' && body.error !== null
-        ? (body.error as { message?: unknown }).message
-        : (body.error ?? body.message);
+    return JSON.parse(text);
   } catch {
-    message = text.trim();
+    return text;
   }
-  const words = typeof message === 'string' && message !== '' ? message : `HTTP ${status}`;
-  return words.length > ERROR_MESSAGE_LIMIT ? `${words.slice(0, ERROR_MESSAGE_LIMIT)}…` : words;
 }

@@ -7,7 +7,7 @@ import {
   type StreamChunks,
   streamChunks,
 } from '../providers/openai-response.js';
-import type { ChatCompletion, ChatCompletionUsage, ChatRequest } from '../providers/openai-types.js';
+import type { ChatCompletion, ChatRequest } from '../providers/openai-types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import {
   type MeteredUsage,
@@ -16,8 +16,6 @@ import {
   ProviderError,
   type ProviderStream,
   type StreamPart,
-  UntranslatableRequestError,
-  UpstreamCutError,
   type UpstreamLimits,
 } from '../providers/types.js';
 import { completionTokens, promptTokens, toOpenAIUsage } from '../providers/usage.js';
@@ -28,6 +26,7 @@ import {
   type UsageRecorder,
   usageCost,
 } from './chat-contracts.js';
+import { providerFailure } from './provider-failure.js';
 
 /** The request log of the route (pino's signature). */
 export interface ChatLog {
@@ -365,51 +364,6 @@ function billable(failure: unknown): boolean {
 /** Whether the provider reported any tokens: what it counted of a failed answer is billed. */
 function counted(usage: MeteredUsage): boolean {
   return promptTokens(usage) + completionTokens(usage) > 0;
-}
-
-/**
- * Upstream statuses that refuse the request itself (too long a prompt, a bad image, the operator's
- * key refused): the same request would be refused again. The rest of 4xx say "later" (timeout,
- * conflict, rate limit).
- */
-const retriesUseless = (status: number | undefined) =>
-  status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 409 && status !== 429;
-
-/**
- * Provider failures as the client sees them: 502 (504 for timeouts) `provider_error`, or a 400.
- * OpenAI's clients retry every 5xx twice, unless told `x-should-retry: false`: they are, when the
- * provider refused the request itself, so that it is not sent to the provider three times.
- */
-function providerFailure(
-  error: unknown,
-  model: CatalogModel,
-  billed?: ChatCompletionUsage,
-): ApiError | undefined {
-  if (error instanceof UntranslatableRequestError)
-    return new ApiError(400, 'validation_error', `${error.field} ${error.message}`, { field: error.field });
-  // Cut by the gateway's own shutdown, not failed by the provider: another instance may answer.
-  if (error instanceof UpstreamCutError)
-    return new ApiError(503, 'service_unavailable', error.message, {
-      headers: { 'retry-after': '1' },
-      ...(billed && { details: { billed } }),
-    });
-  if (error instanceof ProviderError) {
-    const status = error.upstreamStatus;
-    return new ApiError(
-      error.options.timeout ? 504 : 502,
-      'provider_error',
-      `${model.provider} ${status === undefined ? 'failed' : `answered ${status}`}: ${error.message}`,
-      {
-        details: {
-          upstreamStatus: status ?? null,
-          upstreamMessage: error.message,
-          ...(billed && { billed }),
-        },
-        ...(retriesUseless(status) && { headers: { 'x-should-retry': 'false' } }),
-      },
-    );
-  }
-  return undefined;
 }
 
 /** The client went away before its request was sent to the provider. */

@@ -37,7 +37,7 @@ const cases: Case[] = [
     name: '529 overloaded',
     step: { httpError: { status: 529 } },
     stream: true,
-    seen: '502 provider_error',
+    seen: '503 provider_overloaded',
     recorded: false,
   },
   { name: 'no answer', step: { hang: true }, stream: false, seen: '504 provider_error', recorded: false },
@@ -46,7 +46,7 @@ const cases: Case[] = [
     name: 'error event before any text',
     step: { text: pieces, usage, failAfterEvents: 3 },
     stream: true,
-    seen: '502 provider_error',
+    seen: '503 provider_overloaded',
     recorded: false,
   },
   {

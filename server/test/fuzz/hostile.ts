@@ -17,6 +17,10 @@ const ERROR_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'method_not_allowed',
   'unsupported_model',
   'provider_error',
+  'provider_invalid_request',
+  'context_length_exceeded',
+  'provider_rate_limited',
+  'provider_overloaded',
   'payments_unavailable',
   'internal_error',
 ]);

@@ -133,10 +133,10 @@ describe('GET /metrics', () => {
 
   test('provider failures are counted by reason', async () => {
     anthropic.script({ httpError: { status: 529 } }, { httpError: { status: 400 } });
-    for (let i = 0; i < 2; i++)
+    for (const status of [503, 400])
       await expect(
         client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'fail' }] }),
-      ).rejects.toMatchObject({ status: 502 });
+      ).rejects.toMatchObject({ status });
     const samples = await scrape();
     expect(
       sampleValue(samples, 'paygate_provider_errors_total', { provider: 'anthropic', reason: 'status_5xx' }),

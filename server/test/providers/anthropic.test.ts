@@ -736,7 +736,7 @@ describe('Structured Outputs (response_format json_schema) on Anthropic', () => 
     expect(lastSent().body).not.toHaveProperty('output_config');
   });
 
-  test('a schema Anthropic refuses (an object without additionalProperties: false) is sent as given, and its refusal is a 502 naming it; nothing billed', async () => {
+  test('a schema Anthropic refuses (an object without additionalProperties: false) is sent as given, and its refusal is a 400 naming it; nothing billed', async () => {
     const open = { type: 'object', properties: { city: { type: 'string' } } };
     const error = await h.client.chat.completions
       .create({
@@ -746,9 +746,9 @@ describe('Structured Outputs (response_format json_schema) on Anthropic', () => 
       })
       .catch((e: unknown) => e);
     expect(error).toMatchObject({
-      status: 502,
+      status: 400,
       error: {
-        code: 'provider_error',
+        code: 'provider_invalid_request',
         details: {
           upstreamStatus: 400,
           upstreamMessage: expect.stringContaining("'additionalProperties' must be explicitly set to false"),

@@ -125,10 +125,10 @@ describe('a whole answer (one JSON body) cut short is billed for what the provid
     ]);
   });
 
-  test('an error Anthropic reports itself mid-answer (an overload) is still not billed: 502, nothing recorded', async () => {
+  test('an error Anthropic reports itself mid-answer (an overload) is still not billed: 503, nothing recorded', async () => {
     h.anthropic.script({ text: ['one ', 'two ', 'three'], usage: { input_tokens: 40 }, failAfterEvents: 5 });
     const error = await failure(h.client.chat.completions.create({ model: CLAUDE, messages: hi }));
-    expect(error.status).toBe(502);
+    expect(error.status).toBe(503);
     expect(error.error).toMatchObject({ details: { upstreamStatus: 529, upstreamMessage: 'Overloaded' } });
     expect(error.error).not.toHaveProperty('details.billed');
     expect(h.recorder.entries).toEqual([]);

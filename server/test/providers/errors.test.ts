@@ -1,4 +1,4 @@
-import OpenAI from 'openai';
+import OpenAI, { BadRequestError, InternalServerError } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { ApiError } from '../../src/http/errors.js';
@@ -44,49 +44,65 @@ async function rawStream(model: string) {
 }
 
 describe('upstream failures before the answer began', () => {
-  test('an Anthropic 400 is a 502 provider_error with the upstream status and message', async () => {
+  test('an Anthropic 400 is a 400 (BadRequestError) keeping its message; nothing recorded', async () => {
     h.anthropic.script({ httpError: { status: 400, message: 'messages.0.content: must not be empty' } });
     const error = await failure(h.client.chat.completions.create({ model: CLAUDE, messages: hi }));
-    expect(error.status).toBe(502);
-    expect(error.code).toBe('provider_error');
+    expect(error).toBeInstanceOf(BadRequestError);
+    expect(error.code).toBe('provider_invalid_request');
+    expect(error.type).toBe('invalid_request_error');
     expect(error.error).toMatchObject({
       details: { upstreamStatus: 400, upstreamMessage: 'messages.0.content: must not be empty' },
     });
-    expect(error.message).toContain('anthropic answered 400');
+    expect(error.message).toContain('anthropic answered 400: messages.0.content: must not be empty');
     expect(h.recorder.entries).toEqual([]);
     expect(h.gate.released).toBe(h.gate.admitted.length);
   });
 
-  test('an overloaded Anthropic (529) on a stream request is a plain 502 envelope, not an event stream', async () => {
+  test('an overloaded Anthropic (529) on a stream request is a plain 503 envelope with Retry-After, not an event stream', async () => {
     h.anthropic.script({ httpError: { status: 529, message: 'Overloaded' } });
     const res = await fetch(`${h.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: CLAUDE, messages: hi, stream: true }),
     });
-    expect(res.status).toBe(502);
+    expect(res.status).toBe(503);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
     expect(res.headers.get('x-settlement')).toBe('none-due');
+    // Anthropic's 529 said no delay: the gateway's own.
+    expect(res.headers.get('retry-after')).toBe('2');
     const body = await res.json();
     expect(body).toMatchObject({
       data: null,
-      error: { code: 'provider_error', details: { upstreamStatus: 529, upstreamMessage: 'Overloaded' } },
+      error: {
+        code: 'provider_overloaded',
+        type: 'server_error',
+        details: { upstreamStatus: 529, upstreamMessage: 'Overloaded', retryAfterSeconds: 2 },
+      },
       meta: { path: '/v1/chat/completions' },
     });
   });
 
-  test('a Gemini 503 keeps Google’s message', async () => {
+  test('a Gemini 503 is a 503 keeping Google’s message', async () => {
     h.gemini.script({
       httpError: { status: 503, message: 'The model is overloaded. Please try again later.' },
     });
     const error = await failure(
       h.client.chat.completions.create({ model: GEMINI, messages: hi, stream: true }),
     );
-    expect(error.status).toBe(502);
+    expect(error).toBeInstanceOf(InternalServerError);
+    expect(error.status).toBe(503);
     expect(error.error).toMatchObject({
-      code: 'provider_error',
+      code: 'provider_overloaded',
       details: { upstreamStatus: 503, upstreamMessage: 'The model is overloaded. Please try again later.' },
     });
+  });
+
+  test('a provider failing on its side (500) is a 502 provider_error, as before', async () => {
+    h.anthropic.script({ httpError: { status: 500, message: 'Internal server error' } });
+    const error = await failure(h.client.chat.completions.create({ model: CLAUDE, messages: hi }));
+    expect(error.status).toBe(502);
+    expect(error.error).toMatchObject({ code: 'provider_error', details: { upstreamStatus: 500 } });
+    expect(error.headers?.get('retry-after')).toBeNull();
   });
 
   test('a whole answer generated for longer than UPSTREAM_TIMEOUT_MS is waited for, its stream coming all along', async () => {
@@ -145,14 +161,32 @@ describe('what the openai clients retry (each 5xx twice, by default)', () => {
   const retrying = () => new OpenAI({ baseURL: `${h.url}/v1`, apiKey: 'unused-by-the-doubles' });
 
   test.each([
-    [400, 'prompt is too long: 210000 tokens > 200000 maximum'],
-    [401, 'invalid x-api-key'],
-    [413, 'Request exceeds the maximum allowed number of bytes.'],
+    [400, 'prompt is too long: 210000 tokens > 200000 maximum', 400, 'context_length_exceeded'],
+    [413, 'Request exceeds the maximum allowed number of bytes.', 400, 'provider_invalid_request'],
   ])(
-    'an upstream %i refusing the request itself is sent to the provider once: 502 with x-should-retry: false',
-    async (status, message) => {
+    'an upstream %i refusing the request itself is sent to the provider once: a 400',
+    async (status, message, answered, code) => {
       // Scripted once: a retry would get the simulator's default answer, and succeed.
       h.anthropic.script({ httpError: { status, message } });
+      const before = h.anthropic.log.length;
+      const error = await failure(retrying().chat.completions.create({ model: CLAUDE, messages: hi }));
+      expect(error).toBeInstanceOf(BadRequestError);
+      expect(error.status).toBe(answered);
+      expect(error.error).toMatchObject({
+        code,
+        details: { upstreamStatus: status, upstreamMessage: message },
+      });
+      expect(h.anthropic.log.length - before).toBe(1);
+    },
+  );
+
+  test.each([
+    [401, 'invalid x-api-key', 'authentication_error'],
+    [404, 'model: claude-retired', 'not_found_error'],
+  ])(
+    "an upstream %i (the operator's key or catalog, not the request) is a 502 with x-should-retry: false, sent once",
+    async (status, message, type) => {
+      h.anthropic.script({ httpError: { status, message, type } });
       const before = h.anthropic.log.length;
       const error = await failure(retrying().chat.completions.create({ model: CLAUDE, messages: hi }));
       expect(error.status).toBe(502);
@@ -162,58 +196,65 @@ describe('what the openai clients retry (each 5xx twice, by default)', () => {
     },
   );
 
-  test('a stream request refused the same way is not retried either', async () => {
+  test('a stream request Gemini refuses (400 INVALID_ARGUMENT) is a 400, not retried either', async () => {
     h.gemini.script({ httpError: { status: 400, message: 'Unable to process input image.' } });
     const before = h.gemini.log.length;
     const error = await failure(
       retrying().chat.completions.create({ model: GEMINI, messages: hi, stream: true }),
     );
-    expect(error.status).toBe(502);
-    expect(error.headers?.get('x-should-retry')).toBe('false');
+    expect(error).toBeInstanceOf(BadRequestError);
+    expect(error.error).toMatchObject({
+      code: 'provider_invalid_request',
+      message: 'google answered 400: Unable to process input image.',
+    });
     expect(h.gemini.log.length - before).toBe(1);
   });
 
   test.each([
-    [429, 'rate limited'],
-    [408, 'request timeout'],
-    [529, 'Overloaded'],
-  ])('an upstream %i (try again later) is still retried: the retry succeeds', async (status, message) => {
-    h.anthropic.script({ httpError: { status, message } });
-    const before = h.anthropic.log.length;
-    const answer = await retrying().chat.completions.create({ model: CLAUDE, messages: hi });
-    expect(answer.choices[0]?.message.content).toContain('echo:');
-    expect(h.anthropic.log.length - before).toBe(2);
-  });
+    [429, 'rate limited', 1],
+    [408, 'request timeout', undefined],
+    [529, 'Overloaded', 1],
+  ])(
+    'an upstream %i (try again later) is still retried, after the delay the provider asked: the retry succeeds',
+    async (status, message, retryAfterSeconds) => {
+      h.anthropic.script({ httpError: { status, message, retryAfterSeconds } });
+      const before = h.anthropic.log.length;
+      const answer = await retrying().chat.completions.create({ model: CLAUDE, messages: hi });
+      expect(answer.choices[0]?.message.content).toContain('echo:');
+      expect(h.anthropic.log.length - before).toBe(2);
+    },
+  );
 });
 
 describe('failures before the first part of a stream: an HTTP error a client retries', () => {
-  test('an Anthropic error event first thing after the 200 is a 502 envelope; nothing counted, nothing recorded', async () => {
+  test('an Anthropic overload event first thing after the 200 is a 503 envelope; nothing counted, nothing recorded', async () => {
     h.anthropic.script({ text: ['never'], usage: { input_tokens: 40 }, failAfterEvents: 0 });
     const res = await rawRequest(CLAUDE);
-    expect(res.status).toBe(502);
+    expect(res.status).toBe(503);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(res.headers.get('retry-after')).toBe('2');
     expect((await res.json()).error).toEqual({
-      code: 'provider_error',
+      code: 'provider_overloaded',
       type: 'server_error',
       param: null,
       message: 'anthropic answered 529: Overloaded',
-      details: { upstreamStatus: 529, upstreamMessage: 'Overloaded' },
+      details: { upstreamStatus: 529, upstreamMessage: 'Overloaded', retryAfterSeconds: 2 },
     });
     expect(h.recorder.entries).toEqual([]);
     expect(h.gate.released).toBe(h.gate.admitted.length);
   });
 
-  test('an overload Anthropic reports after message_start and a ping, before any text: a 502, and nothing billed (Anthropic charges nothing for it)', async () => {
+  test('an overload Anthropic reports after message_start and a ping, before any text: a 503, and nothing billed (Anthropic charges nothing for it)', async () => {
     h.anthropic.script({
       text: ['never'],
       usage: { input_tokens: 40 },
       failAfterEvents: 3, // message_start, content_block_start, ping, then the error
     });
     const res = await rawRequest(CLAUDE);
-    expect(res.status).toBe(502);
+    expect(res.status).toBe(503);
     const { error } = await res.json();
     expect(error).toMatchObject({
-      code: 'provider_error',
+      code: 'provider_overloaded',
       details: { upstreamStatus: 529, upstreamMessage: 'Overloaded' },
     });
     expect(error.details).not.toHaveProperty('billed');
@@ -285,7 +326,7 @@ describe('failures after the stream began', () => {
       await h.client.chat.completions.create({ model: CLAUDE, messages: hi, stream: true }),
     );
     expect(text).toBe('one two ');
-    expect(error.error).toMatchObject({ code: 'provider_error', details: { upstreamStatus: 529 } });
+    expect(error.error).toMatchObject({ code: 'provider_overloaded', details: { upstreamStatus: 529 } });
     expect(error.message).toContain('Overloaded');
     // Anthropic states the output in message_delta only: "one two " is 8 bytes, 2 tokens at 4 bytes a token.
     expect(h.recorder.entries.map((entry) => entry.usage)).toMatchObject([

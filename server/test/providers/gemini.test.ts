@@ -761,7 +761,7 @@ describe('Gemini 3 thought signatures', () => {
     expect(signatures).toEqual([signatureOf(oslo.call), signatureOf(rome.call)]);
   });
 
-  test('a history without the signature is refused by Gemini 3: a 502 naming the upstream 400 and its reason', async () => {
+  test('a history without the signature is refused by Gemini 3: a 400 naming the upstream 400 and its reason', async () => {
     const error = await h.client.chat.completions
       .create({
         model: GEMINI_3,
@@ -784,9 +784,9 @@ describe('Gemini 3 thought signatures', () => {
       })
       .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(APIError);
-    expect((error as APIError).status).toBe(502);
+    expect((error as APIError).status).toBe(400);
     expect((error as APIError).error).toMatchObject({
-      code: 'provider_error',
+      code: 'provider_invalid_request',
       details: {
         upstreamStatus: 400,
         upstreamMessage: expect.stringContaining('missing a thought_signature'),

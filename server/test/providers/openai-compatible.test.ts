@@ -256,11 +256,11 @@ describe('an OpenAI-compatible upstream listed in the catalog', () => {
     expect(sent).not.toHaveProperty('max_tokens');
   });
 
-  test("the same reasoning model without a client's limit, behind an upstream naming no field, is refused by it: 502 with its words", async () => {
+  test("the same reasoning model without a client's limit, behind an upstream naming no field, is refused by it: 400 with its words", async () => {
     const error = await h.client.chat.completions
       .create({ model: 'local/o4-mini', messages: [{ role: 'user', content: 'Think.' }] })
       .catch((e: unknown) => e);
-    expect(error).toMatchObject({ status: 502, error: { code: 'provider_error' } });
+    expect(error).toMatchObject({ status: 400, error: { code: 'provider_invalid_request' } });
     expect((error as Error).message).toContain("Use 'max_completion_tokens' instead");
     expect(h.recorder.entries).toHaveLength(0);
   });
