@@ -405,6 +405,50 @@ test('a wallet granting ERC-7715 permissions pays from its own address (EIP-7702
   await screen(page, testInfo, '10-own-address-usage');
 });
 
+test('a wallet that upgrades the address as it grants: the page waits for the upgrade, then authorizes', async ({
+  page,
+}) => {
+  const terms = await fetchTerms(stack.gatewayUrl);
+  const owner = privateKeyToAccount(generatePrivateKey());
+  const sponsor = createWalletClient({
+    account: privateKeyToAccount(generatePrivateKey()),
+    chain: localChain,
+    transport: http(stack.rpcUrl),
+  });
+  await fund({ address: sponsor.account.address, usdc: '0', eth: '1' });
+  const implementation = terms.environment.implementations.EIP7702StatelessDeleGatorImpl as Address;
+  let upgrade: Promise<unknown> | undefined;
+  await installBrowserWallet(page, {
+    account: owner.address,
+    startChainId: stack.chainId,
+    rpcUrl: stack.rpcUrl,
+    permissions: async (method, params) => {
+      if (method === 'wallet_getSupportedExecutionPermissions')
+        return supportedExecutionPermissions(stack.chainId);
+      const [request] = params as [Erc20PeriodicPermissionRequest];
+      const granted = await grantErc20PeriodicPermission({
+        request,
+        owner,
+        client: chain,
+        environment: terms.environment,
+      });
+      // as MetaMask does for an account that is not a smart account yet: the upgrade is sent, not yet mined
+      upgrade = upgradeEoa({ owner, implementation, sponsor, client: chain });
+      return [granted];
+    },
+  });
+  await page.goto(stack.gatewayUrl);
+  await page.getByRole('button', { name: 'Connect browser wallet' }).click();
+  const account = page.getByRole('region', { name: '2. Smart account' });
+  await account.getByRole('radio', { name: 'My own address (EIP-7702)' }).check();
+  await expect(account.getByTestId('account-upgraded')).toHaveText('Not yet');
+  const session = page.getByRole('region', { name: '3. Session key' });
+  await session.getByRole('button', { name: 'Grant and authorize' }).click();
+  await expect(session.getByText('Session authorized')).toBeVisible();
+  await upgrade;
+  await expect(account.getByTestId('account-upgraded')).toHaveText('Yes');
+});
+
 test('a wallet without ERC-7715 signs the delegation itself, from its own upgraded address', async ({
   page,
 }) => {

@@ -1,7 +1,7 @@
 import { useMutation, useQuery } from '@tanstack/react-query';
 import { useId, useState } from 'react';
 import { formatUnits, parseUnits } from 'viem';
-import { useWalletClient } from 'wagmi';
+import { usePublicClient, useWalletClient } from 'wagmi';
 import { callGateway } from '../gateway/api';
 import type { Terms } from '../gateway/terms';
 import { Address } from '../ui/Address';
@@ -9,7 +9,7 @@ import { Alert } from '../ui/Alert';
 import { CopyButton } from '../ui/Copy';
 import { describeError, isUserRejection } from '../ui/errors';
 import { duration, formatInstant } from '../ui/format';
-import type { AccountKind, SmartAccount } from '../wallet/smart-account';
+import { type AccountKind, type SmartAccount, untilUpgraded } from '../wallet/smart-account';
 import { authorizeSession, revokeSession, type SessionGrant } from './authorize';
 import { authorizeWithPermission, permissionSupport } from './execution-permission';
 import { type SessionEnd, type SessionStore, type StoredSession, sessionRefusal } from './session-store';
@@ -151,11 +151,13 @@ function GrantForm({
   const period = periods.find((option) => option.label === periodLabel) ?? periods[0] ?? PERIODS[0];
   const expiresAt = new Date(Date.now() + lifetime * 1000);
   const { data: walletClient } = useWalletClient({ chainId: terms.chainId });
+  const publicClient = usePublicClient({ chainId: terms.chainId });
 
   const authorize = useMutation({
     mutationFn: async (grant: SessionGrant) => {
       if (!ownAddress) return authorizeSession(account, grant);
-      if (!walletClient || grant.periodSeconds === undefined) throw new Error('connect a wallet first');
+      if (!walletClient || !publicClient || grant.periodSeconds === undefined)
+        throw new Error('connect a wallet first');
       // ERC-7715 where the wallet grants it; otherwise the wallet signs the delegation itself
       const support = await permissionSupport(walletClient, terms.chainId);
       if (support)
@@ -169,6 +171,7 @@ function GrantForm({
             expiresAt: new Date(Date.now() + grant.lifetimeSeconds * 1000),
           },
           support,
+          () => untilUpgraded(publicClient, terms, account.address),
         );
       if (!deployed)
         throw new Error(

@@ -52,8 +52,9 @@ export async function permissionSupport(
 
 /**
  * Asks the wallet for an ERC-7715 `erc20-token-periodic` USDC permission to the gateway's session key
- * (recipient pinned to the treasury where the wallet can), then hands the delegation it signed (the
- * permission's `context`, one delegation from the owner's address) to `POST /v1/authorize`.
+ * (recipient pinned to the treasury where the wallet can), then, once `upgraded` resolves (the wallet may
+ * upgrade the address as it grants), hands the delegation it signed (the permission's `context`, one
+ * delegation from the owner's address) to `POST /v1/authorize`.
  */
 export async function authorizeWithPermission(
   wallet: Client,
@@ -61,6 +62,7 @@ export async function authorizeWithPermission(
   owner: Address,
   grant: PeriodicGrant,
   support: PermissionSupport,
+  upgraded: () => Promise<void>,
 ): Promise<AuthorizedSession> {
   const [granted] = await wallet.extend(erc7715ProviderActions()).requestExecutionPermissions([
     {
@@ -91,6 +93,7 @@ export async function authorizeWithPermission(
       `the wallet granted a chain of ${chain.length} delegations; the gateway takes one, straight from your address`,
     );
   const { signature, ...unsigned } = delegation;
+  await upgraded();
   return authorizeSession({
     gatewayUrl: window.location.origin,
     delegation: unsigned,

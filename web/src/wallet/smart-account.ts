@@ -4,7 +4,7 @@ import {
   toMetaMaskSmartAccount,
 } from '@metamask/smart-accounts-kit';
 import { useQuery } from '@tanstack/react-query';
-import { type Address, concat, erc20Abi, type Hex } from 'viem';
+import { type Address, concat, erc20Abi, type Hex, type PublicClient } from 'viem';
 import { useBytecode, useConnection, usePublicClient, useReadContract, useWalletClient } from 'wagmi';
 import type { Terms } from '../gateway/terms';
 
@@ -90,8 +90,29 @@ export function useAccountState(terms: Terms, address: Address | undefined): Acc
  */
 export function upgradedTo7702(terms: Terms, state: AccountState): boolean | undefined {
   if (state.deployed === undefined) return undefined;
+  return delegatesToStatelessDeleGator(terms, state.code);
+}
+
+function delegatesToStatelessDeleGator(terms: Terms, code: Hex | undefined): boolean {
   const implementation = terms.environment.implementations.EIP7702StatelessDeleGatorImpl;
   return Boolean(
-    implementation && state.code?.toLowerCase() === concat(['0xef0100', implementation]).toLowerCase(),
+    implementation && code?.toLowerCase() === concat(['0xef0100', implementation]).toLowerCase(),
   );
+}
+
+const UPGRADE_WAIT_MS = 120_000;
+
+/**
+ * Resolves once `address` delegates to the stateless DeleGator: a wallet may send that upgrade as it grants
+ * a permission, and the gateway refuses a delegator without code. Throws after two minutes without it.
+ */
+export async function untilUpgraded(client: PublicClient, terms: Terms, address: Address): Promise<void> {
+  const deadline = Date.now() + UPGRADE_WAIT_MS;
+  while (!delegatesToStatelessDeleGator(terms, await client.getCode({ address }))) {
+    if (Date.now() > deadline)
+      throw new Error(
+        `${address} is still not a smart account (EIP-7702): confirm the upgrade in your wallet, then authorize again`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, REFRESH_MS));
+  }
 }
