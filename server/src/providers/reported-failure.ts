@@ -37,10 +37,25 @@ const CONTEXT_OVERFLOW =
 
 type WireError = Record<string, unknown>;
 
+/**
+ * 400s that refuse the operator, not the request: Anthropic's "credit balance is too low", Gemini's
+ * invalid or expired key (an ErrorInfo reason `API_KEY_INVALID`, `API_KEY_EXPIRED`), and its
+ * FAILED_PRECONDITION (billing not enabled, a region it does not serve).
+ */
+const OPERATOR_REFUSAL = /credit balance is too low|API key not valid|API key expired/i;
+
+function operatorRefused(error: WireError, message: string): boolean {
+  const details = Array.isArray(error.details) ? (error.details as Array<{ reason?: unknown }>) : [];
+  return (
+    error.status === 'FAILED_PRECONDITION' ||
+    OPERATOR_REFUSAL.test(message) ||
+    details.some((detail) => typeof detail?.reason === 'string' && detail.reason.startsWith('API_KEY_'))
+  );
+}
+
 function failureKind(status: number, error: WireError, message: string): ProviderFailureKind | undefined {
   if (status === 400 || status === 413) {
-    // Gemini's FAILED_PRECONDITION (billing not enabled, a region it does not serve) is the operator's.
-    if (error.status === 'FAILED_PRECONDITION') return undefined;
+    if (operatorRefused(error, message)) return undefined;
     return error.code === 'context_length_exceeded' || CONTEXT_OVERFLOW.test(message)
       ? 'context_length_exceeded'
       : 'invalid_request';
