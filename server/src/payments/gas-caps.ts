@@ -9,6 +9,9 @@ export const GAS_CAPS = {
   // EIP-3009 transferWithAuthorization: 68,838-85,938 from an EOA, 77,680 from a HybridDeleGator (ERC-1271) on anvil;
   // an upto permit through x402's Permit2 proxy: 81,895-98,995 from an EOA.
   x402Settlement: 150_000n,
+  // Redeeming an x402 ERC-7710 delegation (one or two hops, the framework's enforcers only): 201,683-218,783 from a
+  // HybridDeleGator with an amount, timestamp and redeemer caveat on anvil.
+  x402DelegationSettlement: 500_000n,
   // SimpleFactory deploying a HybridDeleGator: 187,057 with an EOA owner, 429,890 with three passkeys more, on anvil.
   deployment: 1_000_000n,
 } as const;

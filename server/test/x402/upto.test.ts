@@ -116,8 +116,10 @@ function refused(promise: Promise<unknown>): Promise<APIError> {
 describe('upto (Permit2)', () => {
   test('the 402 offers upto beside exact: a maximum of the request’s worst case, settled by the gateway’s relayer', async () => {
     const required = await requirementsAsked(stack);
-    const [exact, upto] = required.accepts;
-    expect(exact).toMatchObject({ scheme: 'exact', amount: '0' });
+    const [exact] = required.accepts;
+    const upto = required.accepts.find((accept) => accept.scheme === 'upto');
+    expect(exact).toMatchObject({ scheme: 'exact', amount: '0', extra: { name: 'USD Coin', version: '2' } });
+    expect(exact?.extra?.assetTransferMethod).toBeUndefined();
     expect(upto).toMatchObject({
       scheme: 'upto',
       asset: stack.local.usdc,

@@ -74,6 +74,20 @@ describe('a request without credentials', () => {
         extra: { name: 'USD Coin', version: '2' },
       },
       {
+        scheme: 'exact',
+        network: 'eip155:31337',
+        asset: stack.local.usdc,
+        amount: '0',
+        payTo: treasury,
+        maxTimeoutSeconds: 120,
+        extra: {
+          name: 'USD Coin',
+          version: '2',
+          assetTransferMethod: 'erc7710',
+          facilitatorAddresses: [stack.local.accounts.gateway.address],
+        },
+      },
+      {
         scheme: 'upto',
         network: 'eip155:31337',
         asset: stack.local.usdc,

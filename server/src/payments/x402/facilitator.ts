@@ -27,6 +27,10 @@ import { type ChainClient, isTransportFailure } from '../chain-client.js';
 import { delegatorCode } from '../delegator-account.js';
 import { cappedGasLimit, GasCapExceededError } from '../gas-caps.js';
 import { BroadcastError, NONCE_ATTEMPTS } from '../relayer.js';
+import { isErc7710Payload, settleErc7710, verifyErc7710 } from './erc7710.js';
+
+// x402's own default wait for a settlement's receipt.
+const DEFAULT_CONFIRMATION_TIMEOUT_MS = 60_000;
 
 /**
  * Verifies and settles x402 proofs: in process with the gateway's relayer, or a remote facilitator.
@@ -42,8 +46,11 @@ export interface PaymentFacilitator {
    * thrown while sending that way).
    */
   readonly announcesSends: boolean;
-  /** The address that settles `upto` permits, which a permit must name; none when `upto` is not settled here. */
-  readonly uptoFacilitator?: Address;
+  /**
+   * The address that sends the settlements of `upto` permits and ERC-7710 delegations, which a
+   * permit or delegation must name; none when the facilitator does not settle those.
+   */
+  readonly settler?: Address;
   verify(payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse>;
   /**
    * Settles on chain and waits for the receipt. `onSubmitted` learns the transaction's hash as soon
@@ -81,8 +88,9 @@ export function inProcessFacilitator(
   };
   return {
     announcesSends: true,
-    uptoFacilitator: chain.relayer.address,
+    settler: chain.relayer.address,
     async verify(payload, requirements) {
+      if (isErc7710Payload(payload.payload)) return verifyErc7710(chain, payload.payload, requirements);
       const unsupported = await unsupportedPayer(chain, payload);
       if (unsupported) return unsupported;
       // One facilitator per verification, so its signer reports this verification's node failures.
@@ -106,6 +114,14 @@ export function inProcessFacilitator(
       return result;
     },
     async settle(payload, requirements, onSubmitted) {
+      if (isErc7710Payload(payload.payload))
+        return settleErc7710(
+          chain,
+          payload.payload,
+          requirements,
+          onSubmitted,
+          options.confirmationTimeoutMs ?? DEFAULT_CONFIRMATION_TIMEOUT_MS,
+        );
       // One facilitator per settlement, so its signer reports this settlement's transaction and the
       // node failures met settling it.
       const nodeFailures: unknown[] = [];

@@ -118,8 +118,9 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       payTo: chain.treasury,
       domain: { name: token.name, version: token.version },
       maxTimeoutSeconds,
-      ...(facilitator.uptoFacilitator && {
-        upto: { facilitator: facilitator.uptoFacilitator, maxTimeoutSeconds: options.uptoValiditySeconds },
+      ...(facilitator.settler && {
+        upto: { facilitator: facilitator.settler, maxTimeoutSeconds: options.uptoValiditySeconds },
+        delegationRedeemer: facilitator.settler,
       }),
     };
   };
@@ -153,7 +154,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     await finishUnfinishedSettlement(payer);
     const owed = (await debtOf(store, payer)).owedAtomic;
     const replay = () => refuse(replayReason(proof), owed);
-    const key = { asset: terms.asset, payer, nonce: authorization.nonce };
+    const key = { asset: proof.nonceKeeper ?? terms.asset, payer, nonce: authorization.nonce };
     if (authorization.value !== owed) {
       // Used meanwhile (by another instance, say), whose request then left this debt: a replay.
       if (await isAuthorizationSeen(store, key)) throw replay();
@@ -307,7 +308,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
         paymentRequiredError(terms, { reason, amountAtomic: 0n, url, version: proof.version, signInOrigin });
       const mismatch = proofMismatch(proof, terms, BigInt(Math.floor(Date.now() / 1000)));
       if (mismatch) throw refuse(mismatch);
-      const key = { asset: terms.asset, payer, nonce: authorization.nonce };
+      const key = { asset: proof.nonceKeeper ?? terms.asset, payer, nonce: authorization.nonce };
       if (await isAuthorizationSeen(store, key)) throw refuse(replayReason(proof));
       // Read before verification: anyone holding the proof may land its authorization from now on,
       // and its settlement finds that transaction only from here (see reconcileX402Settlement). A

@@ -5,7 +5,14 @@ import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import { extractAndValidatePaymentIdentifier } from '@x402/extensions/payment-identifier';
 import { type Address, getAddress, type Hex, isAddressEqual } from 'viem';
 import { ApiError } from '../../http/errors.js';
-import { paymentRequirements, v1NetworkName, type X402Terms, type X402Version } from './terms.js';
+import { delegationNonce, type Erc7710Payload, erc7710PayloadSchema } from './erc7710.js';
+import {
+  delegationRequirements,
+  paymentRequirements,
+  v1NetworkName,
+  type X402Terms,
+  type X402Version,
+} from './terms.js';
 import { type UptoPayload, type UptoPermit, uptoPayloadSchema, uptoPermit } from './upto.js';
 
 /** The EIP-3009 TransferWithAuthorization a proof carries, as the token will check it. */
@@ -27,8 +34,16 @@ export interface PaymentProof {
   network: string;
   /** v2 only: the requirements the payer says it accepted. */
   accepted?: PaymentRequirements;
-  /** The scheme payload as read: its signature and authorization, and nothing else the client sent. */
-  payload: Eip3009Payload;
+  /**
+   * The scheme payload as read, and nothing else the client sent: an EIP-3009 signature and
+   * authorization, or an ERC-7710 delegation (`assetTransferMethod: "erc7710"`).
+   */
+  payload: Eip3009Payload | Erc7710Payload;
+  /**
+   * Where the proof's nonce is kept, when not in the token: the DelegationManager of a delegation,
+   * whose nonce is the hash of its permission context (a delegation proof is accepted once).
+   */
+  nonceKeeper?: Address;
   authorization: TransferAuthorization;
   /** v2 only: the payer's idempotency key (`payment-identifier` extension), when it sent one. */
   paymentId?: string;
@@ -69,6 +84,9 @@ const eip3009Payload = z.object({
   }),
 });
 type Eip3009Payload = z.infer<typeof eip3009Payload>;
+
+// A delegation proof names no expiry of its own: its settlement is given up after this long.
+const MAX_DELEGATION_SECONDS = 600;
 
 // Clocks of payer, gateway and chain differ a little; beyond this a proof outlives what the gateway asked for.
 const VALIDITY_SLACK_SECONDS = 60n;
@@ -115,6 +133,37 @@ export function readProof(headers: IncomingHttpHeaders): PaymentProof | UptoProo
       accepted: parsed.data.accepted as PaymentRequirements,
       payload: upto.data,
       permit: uptoPermit(upto.data),
+      ...(paymentId !== undefined && { paymentId }),
+    };
+  }
+  if (parsed.data.x402Version === 2 && parsed.data.accepted.extra?.assetTransferMethod === 'erc7710') {
+    const delegation = erc7710PayloadSchema.safeParse(parsed.data.payload);
+    if (!delegation.success)
+      throw invalid(`does not carry an ERC-7710 delegation: ${issueText(delegation.error)}`);
+    const accepted = parsed.data.accepted as PaymentRequirements;
+    if (!/^\d{1,78}$/.test(accepted.amount))
+      throw invalid('accepted.amount must be a decimal integer string');
+    if (!/^0x[0-9a-fA-F]{40}$/.test(accepted.payTo))
+      throw invalid('accepted.payTo must be a 0x-prefixed 20-byte address');
+    const paymentId = paymentIdOf(parsed.data as PaymentPayload);
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    return {
+      version: 2,
+      header,
+      scheme: accepted.scheme,
+      network: accepted.network,
+      accepted,
+      payload: delegation.data,
+      nonceKeeper: getAddress(delegation.data.delegationManager),
+      // What the delegation moves, as the authorization it stands for: checked by simulating it.
+      authorization: {
+        from: getAddress(delegation.data.delegator),
+        to: getAddress(accepted.payTo),
+        value: BigInt(accepted.amount),
+        validAfter: 0n,
+        validBefore: now + BigInt(Math.max(0, Math.min(accepted.maxTimeoutSeconds, MAX_DELEGATION_SECONDS))),
+        nonce: delegationNonce(delegation.data),
+      },
       ...(paymentId !== undefined && { paymentId }),
     };
   }
@@ -188,7 +237,10 @@ export function facilitatorInput(
   proof: PaymentProof,
   terms: X402Terms,
 ): { payload: PaymentPayload; requirements: PaymentRequirements } {
-  const requirements = paymentRequirements(terms, proof.authorization.value);
+  const amount = proof.authorization.value;
+  const requirements = proof.nonceKeeper
+    ? delegationRequirements(terms, amount)
+    : paymentRequirements(terms, amount);
   const accepted = proof.accepted ?? requirements;
   return { payload: { x402Version: 2, accepted, payload: proof.payload }, requirements };
 }

@@ -2,6 +2,7 @@ import { eip3009ABI, PERMIT2_ADDRESS } from '@x402/evm';
 import {
   type Address,
   type Hash,
+  isAddressEqual,
   parseAbiItem,
   parseTransaction,
   type TransactionReceipt,
@@ -86,10 +87,10 @@ export async function reconcileX402Settlement(
   if (spent) return settleFromSpentNonce(deps, settlement.id, paying, expired);
   if (expired) return fail(store, settlement.id, 'the payment authorization expired without being used');
   if (receipt?.status === 'reverted')
-    // An upto permit only the gateway's relayer can land, and it does not send it again. An
+    // An upto permit or a delegation only the gateway's relayer can land, and it does not send it again. An
     // EIP-3009 authorization is public in the reverted transaction and still valid: anyone can land it.
-    return isPermit2Authorization(authorization.asset)
-      ? fail(store, settlement.id, `the upto settlement's transaction ${receipt.transactionHash} reverted`)
+    return isPermit2Authorization(authorization.asset) || isDelegationAuthorization(chain, authorization)
+      ? fail(store, settlement.id, `the settlement's transaction ${receipt.transactionHash} reverted`)
       : 'pending';
   return settlement.txHash ? resendIfLost(deps, settlement, paying) : 'pending';
 }
@@ -123,25 +124,26 @@ async function finishRefusedX402Settlement(
 /**
  * Judged against the treasury the settlement was opened to pay, whatever the gateway is configured
  * with now, for the settlement's amount (an EIP-3009 authorization's value; at most an `upto`
- * permit's maximum), in USDC (a Permit2 nonce is kept by Permit2, not the token).
+ * permit's maximum), in USDC (a Permit2 nonce is kept by Permit2, a delegation's by its manager).
  */
 function payingAuthorization(
-  chain: Pick<ChainClient, 'treasury' | 'usdc'>,
+  chain: Pick<ChainClient, 'treasury' | 'usdc' | 'environment'>,
   settlement: Settlement,
   authorization: SeenAuthorization,
 ): PayingAuthorization {
-  const permit2 = isPermit2Authorization(authorization.asset);
+  const keptElsewhere =
+    isPermit2Authorization(authorization.asset) || isDelegationAuthorization(chain, authorization);
   return {
     ...authorization,
     treasury: settlement.payTo ?? chain.treasury,
-    token: permit2 ? chain.usdc : authorization.asset,
+    token: keptElsewhere ? chain.usdc : authorization.asset,
     amountAtomic: settlement.amountAtomic,
   };
 }
 
 /** The nonce's state and the expiry read at one block: unused there and expired, it never can be used. */
 async function nonceState(
-  chain: Pick<ChainClient, 'publicClient'>,
+  chain: Pick<ChainClient, 'publicClient' | 'environment'>,
   authorization: SeenAuthorization,
 ): Promise<{ spent: boolean; expired: boolean }> {
   const head = await chain.publicClient.getBlock({ blockTag: 'latest' });
@@ -153,10 +155,12 @@ async function nonceState(
 
 /** Whether the token (Permit2, for a permit) holds the authorization's nonce as used (or canceled) at `blockNumber`. */
 async function isNonceSpent(
-  chain: Pick<ChainClient, 'publicClient'>,
+  chain: Pick<ChainClient, 'publicClient' | 'environment'>,
   authorization: SeenAuthorization,
   blockNumber: bigint,
 ): Promise<boolean> {
+  // A delegation keeps no nonce; only the relayer can redeem it, and does so only in its settlement.
+  if (isDelegationAuthorization(chain, authorization)) return false;
   if (isPermit2Authorization(authorization.asset)) {
     const nonce = BigInt(authorization.nonce);
     const word = await chain.publicClient.readContract({
@@ -253,6 +257,14 @@ async function settleFromSpentPermit2Nonce(
     settlementId,
     "the upto permit's nonce was spent by no transaction paying this settlement",
   );
+}
+
+/** Whether a replay guard's row is an ERC-7710 delegation proof (its nonce kept by the DelegationManager). */
+function isDelegationAuthorization(
+  chain: Pick<ChainClient, 'environment'>,
+  authorization: SeenAuthorization,
+): boolean {
+  return isAddressEqual(authorization.asset, chain.environment.DelegationManager);
 }
 
 /** An authorization, the treasury its settlement pays, and the token and amount that pay it. */

@@ -19,7 +19,7 @@ import { signInChallenge } from './sign-in.js';
 
 /**
  * What this gateway accepts as payment: one token, on one chain, to one treasury, by the `exact`
- * scheme, and by `upto` when its facilitator settles in process.
+ * scheme (EIP-3009; an ERC-7710 delegation too) and by `upto` when its facilitator settles in process.
  */
 export interface X402Terms {
   /** CAIP-2, e.g. `eip155:8453`. */
@@ -34,6 +34,11 @@ export interface X402Terms {
   maxTimeoutSeconds: number;
   /** `upto` (Permit2), settled after the request: offered only when set. */
   upto?: UptoTerms;
+  /**
+   * `exact` paid by an ERC-7710 delegation to this redeemer (the gateway's relayer,
+   * `extra.facilitatorAddresses`): offered only when set.
+   */
+  delegationRedeemer?: Address;
 }
 
 export interface UptoTerms {
@@ -100,6 +105,19 @@ export function uptoRequirements(terms: X402Terms, amountAtomic: bigint): Paymen
   };
 }
 
+/** The `exact` requirements paid by an ERC-7710 delegation that the redeemer can redeem for `amountAtomic`. */
+export function delegationRequirements(terms: X402Terms, amountAtomic: bigint): PaymentRequirements {
+  const exact = paymentRequirements(terms, amountAtomic);
+  return {
+    ...exact,
+    extra: {
+      ...exact.extra,
+      assetTransferMethod: 'erc7710',
+      facilitatorAddresses: terms.delegationRedeemer ? [terms.delegationRedeemer] : [],
+    },
+  };
+}
+
 /** The x402 v2 PaymentRequired of a demand. */
 function paymentRequired(terms: X402Terms, demand: PaymentDemand): PaymentRequired {
   return {
@@ -108,6 +126,7 @@ function paymentRequired(terms: X402Terms, demand: PaymentDemand): PaymentRequir
     resource: { url: demand.url, description: RESOURCE_DESCRIPTION, mimeType: MIME_TYPE },
     accepts: [
       paymentRequirements(terms, demand.amountAtomic),
+      ...(terms.delegationRedeemer ? [delegationRequirements(terms, demand.amountAtomic)] : []),
       ...(terms.upto && demand.uptoAtomic !== undefined ? [uptoRequirements(terms, demand.uptoAtomic)] : []),
     ],
     extensions: {
