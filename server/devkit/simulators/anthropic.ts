@@ -9,6 +9,7 @@ import {
   echoReply,
   type Frame,
   type LoggedRequest,
+  pdfPages,
   piecesOf,
   randomId,
   retryAfterHeader,
@@ -99,6 +100,7 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
   return (
     unknownFieldOf(body) ??
     tooManyBreakpoints(body) ??
+    documentRefusal(body.messages) ??
     toolResultsAfterOtherContent(body.messages) ??
     emptyTextOf(body.messages) ??
     untypedToolOf(body.tools) ??
@@ -216,9 +218,40 @@ function promptSegments(body: any): Segment[] {
   ];
 }
 
-/** The tokens of a block, as the simulators count them (tool uses and results by their text). */
+/**
+ * The tokens of a block, as the simulators count them (tool uses and results by their text); a PDF
+ * document as Anthropic bills one, about 1,500 tokens of text and 1,600 of image per page.
+ */
 function blockTokens(block: Record<string, unknown>): number {
+  if (block.type === 'document') {
+    const source = block.source as { type: string; data: string };
+    return source.type === 'text' ? tokenCount(source.data) : pdfPages(source.data) * PDF_PAGE_TOKENS;
+  }
   return tokenCount(textOf([block]));
+}
+
+const PDF_PAGE_TOKENS = 3_100;
+
+/** Anthropic's document sources: base64 PDFs, plain text. */
+function documentRefusal(messages: Array<{ content?: unknown }>): ScriptedHttpError | undefined {
+  for (const [i, message] of messages.entries()) {
+    if (!Array.isArray(message.content)) continue;
+    for (const [j, block] of message.content.entries()) {
+      if (block.type !== 'document') continue;
+      const source = block.source ?? {};
+      if (source.type === 'base64' && source.media_type !== 'application/pdf')
+        return {
+          status: 400,
+          message: `messages.${i}.content.${j}.document.source.base64.media_type: Input should be 'application/pdf'`,
+        };
+      if (source.type === 'text' && source.media_type !== 'text/plain')
+        return {
+          status: 400,
+          message: `messages.${i}.content.${j}.document.source.text.media_type: Input should be 'text/plain'`,
+        };
+    }
+  }
+  return undefined;
 }
 
 /** The shortest prefix Anthropic caches (Claude Sonnet's; a shorter one is processed uncached). */

@@ -3,10 +3,12 @@
  * whole GenerateContentResponse objects as SSE data, each with the usageMetadata counted so far
  * (cumulative, as the real API sends it), Google error bodies.
  */
+
 import {
   echoReply,
   type Frame,
   type LoggedRequest,
+  pdfPages,
   piecesOf,
   randomId,
   type ScriptedHttpError,
@@ -269,7 +271,7 @@ function defaultReply(body: any): GeminiReply {
 /** A refused prompt: no candidates, the reason in `promptFeedback`, the prompt counted. */
 // biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
 function blockedPrompt(body: any, blockReason: GeminiBlockReason, model: string) {
-  const promptTokenCount = Math.max(1, tokenCount(promptText(body)));
+  const promptTokenCount = promptTokens(body);
   return {
     promptFeedback: {
       blockReason,
@@ -279,6 +281,27 @@ function blockedPrompt(body: any, blockReason: GeminiBlockReason, model: string)
     modelVersion: model,
     responseId: randomId(''),
   };
+}
+
+/**
+ * The tokens of a prompt: its words, and its inline media as Gemini bills them (258 tokens an image
+ * or PDF page, 32 a second of audio: WAV taken as 16 kHz 16-bit mono, MP3 as 128 kbps).
+ */
+// biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+function promptTokens(body: any): number {
+  let tokens = tokenCount(promptText(body));
+  for (const content of body.contents ?? [])
+    for (const part of content.parts ?? []) {
+      const inline = part.inlineData as { mimeType: string; data: string } | undefined;
+      if (!inline) continue;
+      const bytes = Buffer.from(inline.data, 'base64');
+      if (inline.mimeType === 'application/pdf') tokens += pdfPages(inline.data) * 258;
+      else if (inline.mimeType.startsWith('text/')) tokens += tokenCount(bytes.toString('utf8'));
+      else if (inline.mimeType === 'audio/wav') tokens += Math.ceil(bytes.length / 32_000) * 32;
+      else if (inline.mimeType === 'audio/mp3') tokens += Math.ceil(bytes.length / 16_000) * 32;
+      else tokens += 258;
+    }
+  return Math.max(1, tokens);
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
@@ -304,11 +327,11 @@ function responseChunks(body: any, reply: GeminiReply, model: string) {
   if (calls.length > 0) groups.push(calls);
   if (groups.length === 0) groups.push([]);
 
-  const promptTokens = reply.usage?.promptTokenCount ?? Math.max(1, tokenCount(promptText(body)));
+  const prompt = reply.usage?.promptTokenCount ?? promptTokens(body);
   const text = piecesOf(reply.text).join('');
   // Known from the first chunk on: the prompt's counts, and the thoughts, which come first.
   const counted: GeminiWireUsage = {
-    promptTokenCount: promptTokens,
+    promptTokenCount: prompt,
     cachedContentTokenCount: reply.usage?.cachedContentTokenCount,
     toolUsePromptTokenCount: reply.usage?.toolUsePromptTokenCount,
     thoughtsTokenCount: reply.usage?.thoughtsTokenCount ?? tokenCount(reply.thinking ?? ''),

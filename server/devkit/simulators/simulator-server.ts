@@ -233,6 +233,16 @@ function wordsOf(text: string): string[] {
   return text.split(/\s+/).filter((word) => word !== '');
 }
 
+/** A PDF's pages (its page objects), at least one. */
+export function pdfPages(base64: string): number {
+  return Math.max(
+    1,
+    Buffer.from(base64, 'base64')
+      .toString('latin1')
+      .match(/\/Type\s*\/Page(?![a-z])/g)?.length ?? 0,
+  );
+}
+
 export function piecesOf(text: string | string[] | undefined): string[] {
   if (text === undefined) return [];
   return Array.isArray(text) ? text : [text];

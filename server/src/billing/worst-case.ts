@@ -6,7 +6,9 @@ import { costOf, pricesFor } from './pricing.js';
 // The most a request can cost, known before it is forwarded. Every token a provider counts covers
 // at least one byte of what it was sent (byte-level BPE, SentencePiece with byte fallback), so the
 // UTF-8 bytes of the request's JSON, images left out, bound its text, tool definitions and message
-// framing; each image counts at its model's documented maximum. The prompt is billed at most at the
+// framing (and text files and audio, given as base64: audio is billed per second, at far fewer
+// tokens than its bytes); each image counts at its model's documented maximum, and a request
+// carrying a document (a PDF) at its model's whole context. The prompt is billed at most at the
 // dearest of the input and cache prices, the output (reasoning included: it counts against the
 // same limit) at the dearer of the output and reasoning prices, and a prompt that may pass a long-
 // prompt threshold at the tier's prices.
@@ -25,7 +27,12 @@ export function promptTokenBound(
   const images = new Set<object>();
   for (const message of request.messages) {
     if (!Array.isArray(message.content)) continue;
-    for (const part of message.content) if (part.type === 'image_url') images.add(part.image_url);
+    for (const part of message.content) {
+      if (part.type === 'image_url') images.add(part.image_url);
+      // A PDF is billed by its pages (Claude: their text plus an image of each), which its bytes do
+      // not bound (a page of text compresses to a few hundred bytes): it may fill the context.
+      else if (part.type === 'file' && !isTextFile(part.file.file_data)) return model.contextLength;
+    }
   }
   // An image's data is left out as the body is serialized: 30 MB of it would block the loop ~0.1 s.
   const json =
@@ -38,6 +45,11 @@ export function promptTokenBound(
   const overhead = request.tools?.length || request.response_format ? INSTRUCTIONS_OVERHEAD_TOKENS : 0;
   // A longer prompt is refused by the provider, unbilled.
   return Math.min(model.contextLength, textBytes + images.size * model.maxImageTokens + overhead);
+}
+
+/** A text file's tokens are bounded by its bytes, which its data URL (in the request's JSON) outnumbers. */
+function isTextFile(fileData: string | undefined): boolean {
+  return fileData?.toLowerCase().startsWith('data:text/') ?? false;
 }
 
 /** A request's worst case: its prompt bound, its output limit, and what both can cost (pico-USD). */

@@ -56,6 +56,17 @@ function checkMessage(message: ChatMessage, i: number): void {
     throw validationError(`${at}.content`, 'is required for role "assistant" unless tool_calls are given');
   if (Array.isArray(content)) {
     if (content.length === 0) throw validationError(`${at}.content`, 'must not be an empty array');
+    content.forEach((part, j) => {
+      if (part.type !== 'file') return;
+      // An id of OpenAI's Files API names a file in the operator's account, not one the client gave.
+      if (part.file.file_id !== undefined)
+        throw validationError(
+          `${at}.content[${j}].file.file_id`,
+          'cannot be served: send the file inline as file_data (a data URL)',
+        );
+      if (part.file.file_data === undefined)
+        throw validationError(`${at}.content[${j}].file.file_data`, 'is required (a data URL)');
+    });
     if (role !== 'user') {
       const image = content.findIndex((part) => part.type !== 'text');
       if (image !== -1)

@@ -39,13 +39,48 @@ const imagePart = {
   },
 };
 
+const filePart = {
+  type: 'object',
+  required: ['type', 'file'],
+  properties: {
+    type: { const: 'file' },
+    file: {
+      type: 'object',
+      properties: {
+        file_data: { type: 'string', minLength: 1 },
+        file_id: { type: 'string' },
+        filename: { type: 'string' },
+      },
+    },
+    cache_control: cacheControl,
+  },
+};
+
+const audioPart = {
+  type: 'object',
+  required: ['type', 'input_audio'],
+  properties: {
+    type: { const: 'input_audio' },
+    input_audio: {
+      type: 'object',
+      required: ['data', 'format'],
+      properties: {
+        data: { type: 'string', minLength: 1 },
+        format: { type: 'string', enum: ['wav', 'mp3'] },
+      },
+    },
+  },
+};
+
 const contentPart = {
   type: 'object',
   required: ['type'],
-  properties: { type: { type: 'string', enum: ['text', 'image_url'] } },
+  properties: { type: { type: 'string', enum: ['text', 'image_url', 'file', 'input_audio'] } },
   allOf: [
     { if: { properties: { type: { const: 'text' } } }, then: textPart },
     { if: { properties: { type: { const: 'image_url' } } }, then: imagePart },
+    { if: { properties: { type: { const: 'file' } } }, then: filePart },
+    { if: { properties: { type: { const: 'input_audio' } } }, then: audioPart },
   ],
 };
 

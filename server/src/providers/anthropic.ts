@@ -17,6 +17,9 @@
  * - `reasoning_effort` is ignored: extended thinking is off unless asked for, and the gateway never
  *   asks for it, so no thinking is billed whatever effort a request names.
  * - A final assistant turn (a prefill) is sent without trailing whitespace, which Anthropic refuses.
+ * - A `file` part (`file_data`, a data URL) is a `document` block: a PDF as a base64 source, a text
+ *   file as a text source; another type is a 400 naming the part, as is `input_audio` (Claude takes
+ *   no audio).
  * - Inline images go only in the types Anthropic takes (JPEG, PNG, GIF, WebP); another is a 400
  *   naming the part. `user` goes as `metadata.user_id` when Anthropic takes it (256 characters at most).
  * - Empty texts are left out (Anthropic refuses empty text blocks), and messages left empty with
@@ -34,6 +37,7 @@
  */
 import type { CatalogModel } from '../catalog/catalog.js';
 import {
+  fileSource,
   type ImageTypes,
   imageSource,
   isInstruction,
@@ -42,7 +46,7 @@ import {
   noTurnsError,
   toolArguments,
 } from './message-parts.js';
-import type { ChatMessage, ChatRequest, FinishReason, ToolChoice } from './openai-types.js';
+import type { ChatMessage, ChatRequest, FilePart, FinishReason, ToolChoice } from './openai-types.js';
 import {
   type AnthropicCacheControl,
   anthropicCacheControl,
@@ -68,6 +72,8 @@ const IMAGE_TYPES: ImageTypes = {
   mediaTypes: ['image/jpeg', 'image/png', 'image/gif', 'image/webp'],
 };
 
+const DOCUMENT_TYPES: ImageTypes = { provider: 'Anthropic', mediaTypes: ['application/pdf', 'text/plain'] };
+
 /** The longest `metadata.user_id` Anthropic takes; a longer one is a 400 for the whole request. */
 const MAX_USER_ID = 256;
 
@@ -86,6 +92,13 @@ type ContentBlock = Cacheable &
     | {
         type: 'image';
         source: { type: 'base64'; media_type: string; data: string } | { type: 'url'; url: string };
+      }
+    | {
+        type: 'document';
+        source:
+          | { type: 'base64'; media_type: 'application/pdf'; data: string }
+          | { type: 'text'; media_type: 'text/plain'; data: string };
+        title?: string;
       }
     | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
     | { type: 'tool_result'; tool_use_id: string; content?: string | TextBlock[] }
@@ -310,6 +323,15 @@ function messageBlocks(message: ChatMessage, at: string): ContentBlock[] {
         if (part.text !== '') blocks.push({ type: 'text', text: part.text, ...breakpoint });
         return;
       }
+      if (part.type === 'input_audio')
+        throw new UntranslatableRequestError(
+          `${at}.content[${j}]`,
+          'cannot be input_audio: Anthropic models take no audio',
+        );
+      if (part.type === 'file') {
+        blocks.push({ ...documentBlock(part, `${at}.content[${j}].file`), ...breakpoint });
+        return;
+      }
       const source = imageSource(part.image_url.url, `${at}.content[${j}].image_url.url`, IMAGE_TYPES);
       blocks.push({
         type: 'image',
@@ -330,6 +352,19 @@ function messageBlocks(message: ChatMessage, at: string): ContentBlock[] {
     });
   });
   return blocks;
+}
+
+/** A PDF as a base64 document, a text file as a text document (Anthropic's two inline sources). */
+function documentBlock(part: FilePart, field: string): ContentBlock {
+  const { mediaType, data } = fileSource(part, field, DOCUMENT_TYPES);
+  const title = part.file.filename ? { title: part.file.filename } : {};
+  if (mediaType === 'application/pdf')
+    return { type: 'document', source: { type: 'base64', media_type: mediaType, data }, ...title };
+  return {
+    type: 'document',
+    source: { type: 'text', media_type: 'text/plain', data: Buffer.from(data, 'base64').toString('utf8') },
+    ...title,
+  };
 }
 
 export function anthropicFinishReason(stopReason: string | null | undefined): FinishReason {

@@ -15,6 +15,8 @@
  * - Image URLs go as `fileData` (Gemini fetches them), declared with the media type their extension
  *   implies; data URLs go as `inlineData`. Either in the types Gemini takes (PNG, JPEG, WebP, HEIC,
  *   HEIF): another (a `.gif` URL too) is a 400 naming the part.
+ * - A `file` part (`file_data`, a data URL: PDF, plain text, HTML, CSV, Markdown, XML) and
+ *   `input_audio` (WAV, MP3) go as `inlineData` of their type; another file type is a 400 naming it.
  * - `reasoning_effort` is a `thinkingBudget`, as Google's OpenAI-compatible endpoint maps it for
  *   Gemini 2.5 (ignored, Gemini would think as much as it likes, billed to the payer). `none` turns
  *   thinking off: a 400 naming the field for models that cannot (2.5 Pro, Gemini 3), as is `xhigh`,
@@ -37,6 +39,7 @@
  */
 import type { CatalogModel } from '../catalog/catalog.js';
 import {
+  fileSource,
   type ImageTypes,
   imageSource,
   isInstruction,
@@ -67,6 +70,15 @@ const IMAGE_TYPES: ImageTypes = {
   provider: 'Gemini',
   mediaTypes: ['image/png', 'image/jpeg', 'image/webp', 'image/heic', 'image/heif'],
 };
+
+/** The document types Gemini reads inline (PDF with its pages' text and images; text files as text). */
+const DOCUMENT_TYPES: ImageTypes = {
+  provider: 'Gemini',
+  mediaTypes: ['application/pdf', 'text/plain', 'text/html', 'text/csv', 'text/markdown', 'text/xml'],
+};
+
+/** OpenAI's `input_audio` formats as Gemini's audio types. */
+const AUDIO_TYPES = { wav: 'audio/wav', mp3: 'audio/mp3' } as const;
 
 /** Thinking budgets of the OpenAI efforts, as Google's OpenAI-compatible endpoint sets them. */
 const THINKING_BUDGETS: Record<string, number> = {
@@ -284,6 +296,14 @@ function contentParts(message: ChatMessage, at: string): GeminiPart[] {
   if (typeof content === 'string') return content !== '' ? [{ text: content }] : [];
   return content.flatMap((part, j): GeminiPart[] => {
     if (part.type === 'text') return part.text !== '' ? [{ text: part.text }] : [];
+    if (part.type === 'input_audio')
+      return [
+        { inlineData: { mimeType: AUDIO_TYPES[part.input_audio.format], data: part.input_audio.data } },
+      ];
+    if (part.type === 'file') {
+      const { mediaType, data } = fileSource(part, `${at}.content[${j}].file`, DOCUMENT_TYPES);
+      return [{ inlineData: { mimeType: mediaType, data } }];
+    }
     const field = `${at}.content[${j}].image_url.url`;
     const source = imageSource(part.image_url.url, field, IMAGE_TYPES);
     if (source.kind === 'inline') return [{ inlineData: { mimeType: source.mediaType, data: source.data } }];

@@ -1,7 +1,7 @@
 /** Pieces of OpenAI messages that every provider family translates the same way. */
 import { randomUUID } from 'node:crypto';
 import { MAX_FORWARDED_NESTING, nestingExceeds } from './nesting.js';
-import type { ChatMessage, ContentPart } from './openai-types.js';
+import type { ChatMessage, ContentPart, FilePart } from './openai-types.js';
 import { UntranslatableRequestError } from './types.js';
 
 /** An image part as providers take it: inline bytes from a data URL, or a URL they fetch themselves. */
@@ -11,7 +11,7 @@ const TYPE_LIST = new Intl.ListFormat('en', { type: 'disjunction' });
 
 const DATA_URL = /^data:([^;,]*)((?:;[^;,]*)*),(.*)$/s;
 
-/** The media types a provider takes images in (others it refuses), and its name for the 400. */
+/** The media types a provider takes images (or files) in (others it refuses), and its name for the 400. */
 export interface ImageTypes {
   provider: string;
   mediaTypes: readonly string[];
@@ -23,18 +23,43 @@ export function imageSource(url: string, field: string, taken: ImageTypes): Imag
     if (!URL.canParse(url)) throw new UntranslatableRequestError(field, 'is not a valid URL');
     return { kind: 'url', url };
   }
-  const match = DATA_URL.exec(url);
-  if (!match) throw new UntranslatableRequestError(field, 'must be an http(s) URL or a data URL');
-  const [, declared = '', parameters = '', payload = ''] = match;
-  const lowercase = declared.toLowerCase();
+  const inline = dataUrl(url);
+  if (!inline) throw new UntranslatableRequestError(field, 'must be an http(s) URL or a data URL');
   // `image/jpg` is a common slip for the registered `image/jpeg`, which providers insist on.
-  const mediaType = lowercase === 'image/jpg' ? 'image/jpeg' : lowercase;
+  const mediaType = inline.mediaType === 'image/jpg' ? 'image/jpeg' : inline.mediaType;
   if (!taken.mediaTypes.includes(mediaType))
     throw new UntranslatableRequestError(field, `must be a data URL ${takenTypes(taken)}`);
+  return { kind: 'inline', mediaType, data: inline.data };
+}
+
+/** A data URL's media type (lowercase) and its bytes in base64; undefined for another string. */
+function dataUrl(url: string): { mediaType: string; data: string } | undefined {
+  const match = DATA_URL.exec(url);
+  if (!match) return undefined;
+  const [, declared = '', parameters = '', payload = ''] = match;
   const data = parameters.split(';').some((parameter) => parameter.toLowerCase() === 'base64')
     ? payload
     : percentDecoded(payload).toString('base64');
-  return { kind: 'inline', mediaType, data };
+  return { mediaType: declared.toLowerCase(), data };
+}
+
+/**
+ * A `file` part's inline file (its `file_data`, a data URL) in a type `taken` lists; `field` names
+ * the part for the 400 another type gets. (`file_id` is refused before translation.)
+ */
+export function fileSource(
+  part: FilePart,
+  field: string,
+  taken: ImageTypes,
+): { mediaType: string; data: string } {
+  const inline = dataUrl(part.file.file_data ?? '');
+  if (!inline) throw new UntranslatableRequestError(`${field}.file_data`, 'must be a data URL');
+  if (!taken.mediaTypes.includes(inline.mediaType))
+    throw new UntranslatableRequestError(
+      `${field}.file_data`,
+      `must be a data URL of type ${TYPE_LIST.format(taken.mediaTypes)} for ${taken.provider} models`,
+    );
+  return inline;
 }
 
 /** The image types a provider takes, as a 400 states them. */

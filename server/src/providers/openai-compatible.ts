@@ -144,6 +144,14 @@ function knownMessageFields(message: ChatMessage): ChatMessage {
 
 function knownPartFields(part: ContentPart): ContentPart {
   if (part.type === 'text') return { type: 'text', text: part.text };
+  if (part.type === 'file') {
+    const { file_data, filename } = part.file;
+    return { type: 'file', file: { file_data, ...(filename !== undefined && { filename }) } };
+  }
+  if (part.type === 'input_audio') {
+    const { data, format } = part.input_audio;
+    return { type: 'input_audio', input_audio: { data, format } };
+  }
   const { url, detail } = part.image_url;
   return { type: 'image_url', image_url: { url, ...(detail !== undefined && { detail }) } };
 }

@@ -30,7 +30,20 @@ export interface ImagePart {
   cache_control?: CacheControl;
 }
 
-export type ContentPart = TextPart | ImagePart;
+/** A file given inline (`file_data`, a data URL), as the Vercel AI SDK and LangChain send PDFs. */
+export interface FilePart {
+  type: 'file';
+  file: { file_data?: string; file_id?: string; filename?: string };
+  cache_control?: CacheControl;
+}
+
+export interface AudioPart {
+  type: 'input_audio';
+  input_audio: { data: string; format: 'wav' | 'mp3' };
+  cache_control?: CacheControl;
+}
+
+export type ContentPart = TextPart | ImagePart | FilePart | AudioPart;
 
 /**
  * What a provider needs back with a tool call on the next turn, as Google's OpenAI-compatible API

@@ -2,6 +2,7 @@ import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 
 import { describe, expect, test } from 'vitest';
 import { usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
+import { PDF } from '../support/documents.js';
 import { chat, freshEoa, proofFor, SMALL_COST, useX402Stack } from '../x402/harness.js';
 
 // Pay-after-use is safe only if the gateway never forwards what a payer cannot pay. These attacks
@@ -89,6 +90,37 @@ describe('a payer holding a little USDC', () => {
     stack.anthropic.script({ text: 'long answer', usage: { input_tokens: 10, output_tokens: 20 } });
     const proven = await paidRequest(await proofFor(stack, payer, SMALL_COST), opus);
     expect(proven.status).toBe(200);
+  });
+
+  test('a PDF counts at the whole context (its pages, not its bytes, are billed): refused to a payer who cannot pay that', async () => {
+    // 0.05 USDC: a Sonnet request of a few words fits; one with a PDF of a few hundred bytes may be
+    // billed 200,000 prompt tokens (0.825 USDC with commission), which does not.
+    const payer = await freshEoa(stack, 50_000n);
+    const calls = stack.anthropic.log.length;
+    const withPdf = await paidRequest(await proofFor(stack, payer, 0n), {
+      model: 'anthropic/claude-sonnet-4.5',
+      max_tokens: 100,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Summarize.' },
+            { type: 'file', file: { file_data: `data:application/pdf;base64,${PDF}` } },
+          ],
+        },
+      ],
+    });
+    expect(withPdf.status).toBe(402);
+    expect(withPdf.body.error.details).toMatchObject({ reason: 'insufficient_balance', cap: 'balance' });
+    expect(stack.anthropic.log.length).toBe(calls);
+
+    stack.anthropic.script({ text: 'ok', usage: { input_tokens: 5, output_tokens: 2 } });
+    const withText = await paidRequest(await proofFor(stack, payer, 0n), {
+      model: 'anthropic/claude-sonnet-4.5',
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'Summarize: the minutes say nothing was decided.' }],
+    });
+    expect(withText.status).toBe(200);
   });
 
   // Last: replies scripted for requests that were refused are left unused.

@@ -350,7 +350,7 @@ describe('refused just outside each bound, naming the field', () => {
     ['content parts empty', withMessages({ role: 'user', content: [] }), 'messages[0].content'],
     [
       'a content part of an unknown type',
-      withMessages({ role: 'user', content: [{ type: 'input_audio' }] }),
+      withMessages({ role: 'user', content: [{ type: 'video_url' }] }),
       'messages[0].content[0].type',
     ],
     [
