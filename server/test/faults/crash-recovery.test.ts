@@ -1,7 +1,8 @@
 import OpenAI from 'openai';
-import type { Address } from 'viem';
+import { type Address, erc20Abi, type Hash, parseEventLogs } from 'viem';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { expect, test, vi } from 'vitest';
+import { settlementsOf } from '../../src/billing/settlements.js';
 import { type SessionPayer, SMALL_COST, useFaultStack } from './harness.js';
 
 // The gateway process is killed (SIGKILL) with a settlement on its way, and the chain node itself
@@ -158,4 +159,113 @@ test('restarted with another TREASURY_ADDRESS while a settlement to the old one 
     await stack.restart();
   }
   await stack.expectLedgerMatchesChain([payer.address]);
+});
+
+/**
+ * With a settlement waiting in the pool, the settlements of `payers` fall due: they are sent
+ * together, in one transaction, once it is mined or the batch wait is over. Resolves with the
+ * requests, under way, once all of theirs are recorded as sent on one hash.
+ */
+async function batchedBehind(payers: SessionPayer[]) {
+  const requests = payers.map(interrupted);
+  let hash: string | null = null;
+  await vi.waitFor(
+    async () => {
+      const rows = await Promise.all(
+        payers.map(async (payer) => (await settlementsOf(stack.store, payer.address, { limit: 1 }))[0]),
+      );
+      expect(rows.map((row) => row?.status)).toEqual(payers.map(() => 'sent'));
+      const hashes = new Set(rows.map((row) => row?.txHash));
+      expect(hashes.size).toBe(1);
+      hash = [...hashes][0] ?? null;
+    },
+    { timeout: 20_000, interval: 20 },
+  );
+  return { requests, hash: hash as unknown as Hash };
+}
+
+/** Restarted, every payer's settlement is confirmed once, the batch's on its one transaction. */
+async function restartedAndBatchPaidOnce(payers: SessionPayer[], hash: Hash, forwardedBefore: number) {
+  await stack.restart();
+  for (const payer of payers)
+    expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
+  const receipt = await stack.local.publicClient.getTransactionReceipt({ hash });
+  const payersPaid = parseEventLogs({ abi: erc20Abi, logs: receipt.logs, eventName: 'Transfer' }).map(
+    ({ args }) => args.from,
+  );
+  expect(payersPaid.toSorted()).toEqual(
+    payers
+      .slice(1)
+      .map((payer) => payer.address)
+      .toSorted(),
+  );
+  expect(stack.probe.forwarded()).toBe(forwardedBefore);
+  for (const payer of payers) await servedWithoutPaying(payer);
+  expect(stack.probe.violations).toEqual([]);
+  await stack.expectLedgerMatchesChain(payers.map((payer) => payer.address));
+}
+
+test('SIGKILL with a batch of three payers in the pool: mined meanwhile, each recorded once at restart', async () => {
+  const payers = [
+    await stack.owingPayer(0),
+    await stack.owingPayer(1),
+    await stack.owingPayer(2),
+    await stack.owingPayer(3),
+  ];
+  const [starter, ...batched] = payers as [SessionPayer, ...SessionPayer[]];
+  const forwarded = stack.probe.forwarded();
+  await pauseMining();
+  try {
+    const first = interrupted(starter);
+    await sent(starter.address);
+    const { requests, hash } = await batchedBehind(batched);
+    await stack.gateway.kill();
+    for (const request of requests) expect(await request).toBeInstanceOf(OpenAI.APIConnectionError);
+    // Its receipt may have been waited for long enough to refuse it (503): forwarded, it is not.
+    expect(await first).not.toMatchObject({ status: 200 });
+    await stack.local.testClient.setAutomine(true);
+    await stack.local.testClient.mine({ blocks: 1 });
+    expect((await stack.local.publicClient.getTransactionReceipt({ hash })).status).toBe('success');
+    await restartedAndBatchPaidOnce(payers, hash, forwarded);
+  } finally {
+    await stack.local.testClient.setAutomine(true);
+  }
+});
+
+test('SIGKILL with a batch stored but never broadcast: broadcast again at restart, each payer paid once', async () => {
+  const { rpc } = stack;
+  const payers = [
+    await stack.owingPayer(4),
+    await stack.owingPayer(5),
+    await stack.owingPayer(6),
+    await stack.owingPayer(0),
+  ];
+  const [starter, ...batched] = payers as [SessionPayer, ...SessionPayer[]];
+  const forwarded = stack.probe.forwarded();
+  await pauseMining();
+  try {
+    const first = interrupted(starter);
+    await sent(starter.address);
+    // Once the starter's transaction is in the pool, the next broadcast (the batch's) hangs in the network.
+    const [starterSettlement] = await settlementsOf(stack.store, starter.address, { limit: 1 });
+    await vi.waitFor(
+      () => stack.local.publicClient.getTransaction({ hash: starterSettlement?.txHash as Hash }),
+      { timeout: 10_000, interval: 20 },
+    );
+    const broadcast = rpc.stallFrom('eth_sendRawTransaction');
+    const { requests, hash } = await batchedBehind(batched);
+    await broadcast;
+    await stack.gateway.kill();
+    for (const request of requests) expect(await request).toBeInstanceOf(OpenAI.APIConnectionError);
+    // Its receipt may have been waited for long enough to refuse it (503): forwarded, it is not.
+    expect(await first).not.toMatchObject({ status: 200 });
+    rpc.down();
+    rpc.pass();
+    await stack.local.testClient.setAutomine(true);
+    await stack.local.testClient.mine({ blocks: 1 });
+    await restartedAndBatchPaidOnce(payers, hash, forwarded);
+  } finally {
+    rpc.pass();
+    await stack.local.testClient.setAutomine(true);
+  }
 });
