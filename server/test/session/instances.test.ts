@@ -1,5 +1,6 @@
-import type { Address } from 'viem';
-import { describe, expect, test } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Address, Hash } from 'viem';
+import { describe, expect, test, vi } from 'vitest';
 import { usdcBalance } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { useTwoInstancesOnPostgres } from '../support/chain-gateway.js';
@@ -21,8 +22,9 @@ import {
 describe.skipIf(!testDialects.includes('postgres'))(
   'two gateway instances on one PostgreSQL database',
   () => {
+    // Batches wait for the transaction before them however long a test holds the blocks.
     const stack = useTwoInstancesOnPostgres((local, anthropic, databaseUrl) =>
-      sessionGatewayConfig(local, anthropic, { databaseUrl }),
+      sessionGatewayConfig(local, anthropic, { databaseUrl, limits: { settlementBatchWaitMs: 120_000 } }),
     );
 
     const treasuryBalance = () => usdcBalance(stack.local, stack.local.accounts.treasury.address as Address);
@@ -64,6 +66,82 @@ describe.skipIf(!testDialects.includes('postgres'))(
         sessions.map(() => SMALL_COST_ATOMIC.toString()),
       );
       expect(await treasuryBalance()).toBe(before + BigInt(sessions.length) * SMALL_COST_ATOMIC);
+    });
+
+    test('each instance batches its own payers: every payer paid exactly once, one transaction per instance', async () => {
+      const { local } = stack;
+      const owing = async (owner: number, salt: number, instance: 0 | 1) => {
+        const payer = await newPayer(local, owner, { salt });
+        const gateway = stack.instances[instance];
+        const session = await authorize(gateway, payer);
+        stack.anthropic.script({ text: 'debt', usage: SMALL });
+        await chat(openaiFor(gateway, session.token));
+        return { address: payer.address, client: openaiFor(gateway, session.token) };
+      };
+      const starters = [await owing(5, 20, 0), await owing(6, 20, 1)];
+      const batched = [
+        [await owing(0, 21, 0), await owing(1, 21, 0), await owing(2, 21, 0)],
+        [await owing(3, 21, 1), await owing(4, 21, 1), await owing(5, 21, 1)],
+      ];
+      const payers = batched.flat();
+      const before = await treasuryBalance();
+      const newest = async (payer: Address) => (await settlementsOf(stack.instances[0].store, payer))[0];
+
+      await local.testClient.setAutomine(false);
+      await local.testClient.setIntervalMining({ interval: 0 });
+      let answers: Awaited<ReturnType<typeof chat>>[];
+      try {
+        // Each instance's starter waits in the pool; the others fall due behind them.
+        stack.anthropic.script(...[...starters, ...payers].map(() => ({ text: 'next', usage: SMALL })));
+        const first = starters.map((starter) => chat(starter.client));
+        await vi.waitFor(
+          async () => {
+            for (const starter of starters) expect((await newest(starter.address))?.status).toBe('sent');
+          },
+          { timeout: 10_000, interval: 20 },
+        );
+        const due = Promise.all(payers.map((payer) => chat(payer.client)));
+        await vi.waitFor(
+          async () => {
+            for (const payer of payers) expect((await newest(payer.address))?.status).toBe('pending');
+          },
+          { timeout: 20_000, interval: 20 },
+        );
+        // Opened; each is simulated alone before it joins its instance's queue.
+        await sleep(500);
+        await local.testClient.mine({ blocks: 1 });
+        await vi.waitFor(
+          async () => {
+            for (const payer of payers) expect((await newest(payer.address))?.status).toBe('sent');
+          },
+          { timeout: 10_000, interval: 20 },
+        );
+        await local.testClient.setAutomine(true);
+        await local.testClient.mine({ blocks: 1 });
+        expect((await Promise.all(first)).map((answer) => answer.status)).toEqual([200, 200]);
+        answers = await due;
+      } finally {
+        await local.testClient.setAutomine(true);
+      }
+
+      expect(answers.map((answer) => answer.headers.get('x-settlement-amount'))).toEqual(
+        payers.map(() => SMALL_COST_ATOMIC.toString()),
+      );
+      // One transaction per instance, carrying that instance's payers, under distinct nonces.
+      const hashes = batched.map(
+        (group) =>
+          new Set(group.map((payer) => answers[payers.indexOf(payer)]?.headers.get('x-settlement-tx'))),
+      );
+      expect(hashes.map((group) => group.size)).toEqual([1, 1]);
+      const [hashA, hashB] = hashes.map((group) => [...group][0] as Hash);
+      expect(hashA).not.toBe(hashB);
+      for (const payer of payers) {
+        const settlements = await settlementsOf(stack.instances[1].store, payer.address);
+        expect(settlements.map((settlement) => `${settlement.status} ${settlement.amountAtomic}`)).toEqual([
+          `confirmed ${SMALL_COST_ATOMIC}`,
+        ]);
+      }
+      expect(await treasuryBalance()).toBe(before + 8n * SMALL_COST_ATOMIC);
     });
   },
 );
