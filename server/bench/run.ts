@@ -19,7 +19,9 @@
  *   - an x402 payer's sequential paid requests (each pays the previous one by an EIP-3009 proof);
  *   - the gas of every settlement those runs caused, from the receipts, per rail, a payer's first and
  *     later ones, and the request cost at which the commission pays a settlement's fee on Base
- *     (bench/settlement-gas.ts; its assumptions are printed with it).
+ *     (bench/settlement-gas.ts; its assumptions are printed with it);
+ *   - the gas per payer of session settlements batched in one redeemDelegations, for 1, 5 and 12
+ *     payers, each payer's first and a later one (bench/batched-gas.ts).
  * The "nothing owed" load uses a model priced at 0, so the JWT path runs in full (token, session,
  * debt check, usage record) while no settlement is due. Prints a table; writes bench-results/*.json.
  *
@@ -50,6 +52,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { createLocalChain, createPayerAccount, type LocalChain, mintUsdc } from '../devkit/chain/index.js';
 import { authorizeWithSmartAccount } from '../src/client/index.js';
 import { createTestDatabase } from '../test/support/db.js';
+import { type BatchedGas, batchedSettlementGas } from './batched-gas.js';
 import { type LatencySummary, summarize } from './latency.js';
 import type { LoadResult, Scenario, Target } from './load.js';
 import {
@@ -66,6 +69,7 @@ import {
 import {
   assumptionsLine,
   economics,
+  onBase,
   type RailEconomics,
   type SettlementGas,
   settlementGas,
@@ -93,6 +97,8 @@ const COMMISSION_BPS = Number(process.env.COMMISSION_BPS ?? 1000);
 const X402_REQUESTS = Math.max(3, PAID_REQUESTS);
 /** A client's think time between two paid requests, in the settled-on-completion run: 1.5 blocks. */
 const PAUSE_MS = 300;
+/** Payers per batch whose settlements' gas is measured together. */
+const BATCH_SIZES = [1, 5, 12] as const;
 
 const FREE_MODEL = 'anthropic/bench-free';
 const PAID_MODEL = 'anthropic/claude-sonnet-4.5';
@@ -108,6 +114,8 @@ const TARGETS = {
   paidAddedMs: BLOCK_TIME_SECONDS * 1000 + 20,
   /** Gas of a payer's later session settlement, the operator's target. */
   sessionLaterGas: 120_000,
+  /** Gas per payer of later session settlements, 12 payers in one transaction. */
+  batchedLaterGas: 90_000,
 };
 
 interface ModeResult extends Measured {
@@ -649,6 +657,20 @@ function report(direct: Measured & { autocannon: LoadResult }, floor: Floor, mod
     console.log(cells.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  '));
 }
 
+/** Gas per payer settlement in batches, a payer's first and a later one, and what a later one costs on Base. */
+function reportBatches(batched: BatchedGas[]) {
+  console.log(
+    `\nsession settlements batched in one redeemDelegations (the client's caveat set), gas per payer: first, later; a later one on Base (target: ${TARGETS.batchedLaterGas} at 12 payers)`,
+  );
+  for (const { payers, first, later, calldataBytes } of batched) {
+    const { feeUsd, breakEven } = onBase(later, calldataBytes, COMMISSION_BPS);
+    const target = payers === 12 ? ` ${mark(later <= TARGETS.batchedLaterGas)}` : '';
+    console.log(
+      `  ${String(payers).padStart(2)} payer${payers === 1 ? ' ' : 's'}: ${first}, ${later}${target}  fee ${feeUsd.toFixed(5)} USD, break-even request cost ${breakEven.requestCostUsd.toFixed(4)} USD`,
+    );
+  }
+}
+
 async function main() {
   console.error(
     `bench: ${CONNECTIONS} connections, ${SECONDS} s per run (+${WARMUP_SECONDS} s warm-up; ${SERVER_WARMUP_SECONDS} s of load warms each server first), ${cpus().length} CPUs, gateway from ${RUNTIME}`,
@@ -706,8 +728,12 @@ async function main() {
       console.error(postgresNote);
     }
 
+    console.error(`[batches] ${BATCH_SIZES.join(', ')} payers' settlements in one redeemDelegations`);
+    const batched = await batchedSettlementGas(local, BATCH_SIZES);
+
     console.log('');
     report(direct, floor, modes);
+    reportBatches(batched);
     console.log(
       `\nsettlement gas: medians of the receipts; break-even = the request cost (commission included) whose commission pays one settlement's fee on Base, ${assumptionsLine(COMMISSION_BPS)}`,
     );
@@ -738,6 +764,7 @@ async function main() {
           direct,
           bareProxy: floor,
           modes: modes.map((m) => ({ ...m, paidSettled: settledOnly(m.paid) })),
+          batchedSettlementGas: batched,
           postgres: postgresNote ?? 'measured',
         },
         null,

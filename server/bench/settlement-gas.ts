@@ -40,7 +40,8 @@ const emptyRail = (): RailGas => ({ first: [], later: [], calldataBytes: [] });
 
 /**
  * The settlements `relayer` sent between two blocks: the transactions holding a USDC transfer to the
- * treasury, sent to the DelegationManager (session) or to the token (x402), in chain order.
+ * treasury, sent to the DelegationManager (session) or to the token (x402), in chain order; a
+ * transaction paying several payers (a batch) counts as that many settlements, each its share.
  */
 export async function settlementGas(
   local: LocalChain,
@@ -57,11 +58,12 @@ export async function settlementGas(
   });
   const gas: SettlementGas = { session: emptyRail(), x402: emptyRail() };
   const paid = new Set<string>();
-  const seen = new Set<Hash>();
-  for (const log of transfers) {
-    if (seen.has(log.transactionHash)) continue;
-    seen.add(log.transactionHash);
-    const transaction = await local.publicClient.getTransaction({ hash: log.transactionHash });
+  // A session-rail transaction may carry several payers' settlements (a batch): each is its share.
+  const byTransaction = new Map<Hash, typeof transfers>();
+  for (const log of transfers)
+    byTransaction.set(log.transactionHash, [...(byTransaction.get(log.transactionHash) ?? []), log]);
+  for (const [hash, logs] of byTransaction) {
+    const transaction = await local.publicClient.getTransaction({ hash });
     if (transaction.from.toLowerCase() !== relayer.toLowerCase() || !transaction.to) continue;
     const rail =
       transaction.to.toLowerCase() === local.environment.DelegationManager.toLowerCase()
@@ -70,11 +72,13 @@ export async function settlementGas(
           ? gas.x402
           : undefined;
     if (!rail) continue;
-    const { gasUsed } = await local.publicClient.getTransactionReceipt({ hash: log.transactionHash });
-    const payer = (log.args.from as Address).toLowerCase();
-    (paid.has(payer) ? rail.later : rail.first).push(Number(gasUsed));
-    paid.add(payer);
-    rail.calldataBytes.push(size(transaction.input));
+    const { gasUsed } = await local.publicClient.getTransactionReceipt({ hash });
+    for (const log of logs) {
+      const payer = (log.args.from as Address).toLowerCase();
+      (paid.has(payer) ? rail.later : rail.first).push(Number(gasUsed / BigInt(logs.length)));
+      paid.add(payer);
+      rail.calldataBytes.push(Math.ceil(size(transaction.input) / logs.length));
+    }
   }
   return gas;
 }
@@ -112,22 +116,27 @@ export function economics(
     const later = median(rail.later);
     const typical = later ?? first;
     const bytes = Math.max(0, ...rail.calldataBytes);
-    const feeUsd =
-      typical === undefined
-        ? undefined
-        : (Number(baseFeeWei(BigInt(typical), bytes)) / 1e18) * BASE_ASSUMPTIONS.ethUsd;
-    const providerCostUsd = feeUsd === undefined ? undefined : feeUsd / (commissionBps / 10_000);
     return {
       settlements: { first: rail.first.length, later: rail.later.length },
       gas: { first, later },
-      feeUsd,
-      breakEven:
-        providerCostUsd === undefined
-          ? undefined
-          : { providerCostUsd, requestCostUsd: providerCostUsd * (1 + commissionBps / 10_000) },
+      ...(typical === undefined ? {} : onBase(typical, bytes, commissionBps)),
     };
   };
   return { session: of(gas.session), x402: of(gas.x402) };
+}
+
+/** A settlement of `gas` and `calldataBytes` on Base: its fee, and the break-even of the commission. */
+export function onBase(
+  gas: number,
+  calldataBytes: number,
+  commissionBps: number,
+): Required<Pick<RailEconomics, 'feeUsd' | 'breakEven'>> {
+  const feeUsd = (Number(baseFeeWei(BigInt(gas), calldataBytes)) / 1e18) * BASE_ASSUMPTIONS.ethUsd;
+  const providerCostUsd = feeUsd / (commissionBps / 10_000);
+  return {
+    feeUsd,
+    breakEven: { providerCostUsd, requestCostUsd: providerCostUsd * (1 + commissionBps / 10_000) },
+  };
 }
 
 /** The assumptions, in one line of the report. */
