@@ -666,7 +666,7 @@ function reportBatches(batched: BatchedGas[]) {
     const { feeUsd, breakEven } = onBase(later, calldataBytes, COMMISSION_BPS);
     const target = payers === 12 ? ` ${mark(later <= TARGETS.batchedLaterGas)}` : '';
     console.log(
-      `  ${String(payers).padStart(2)} payer${payers === 1 ? ' ' : 's'}: ${first}, ${later}${target}  fee ${feeUsd.toFixed(5)} USD, break-even request cost ${breakEven.requestCostUsd.toFixed(4)} USD`,
+      `  ${String(payers).padStart(2)} payer${payers === 1 ? '' : 's'}: ${first}, ${later}${target}  fee ${feeUsd.toFixed(5)} USD, break-even request cost ${breakEven.requestCostUsd.toFixed(4)} USD`,
     );
   }
 }

@@ -18,6 +18,11 @@ const PRUNED_PER_RUN = 500;
 
 /** Delegations tried for one payer in one attempt, newest first. */
 const SESSIONS_TRIED = 5;
+/**
+ * Payers whose debts the collector settles at once: their settlements go out in shared
+ * transactions; each holds a payer lock (a connection of PostgreSQL's lock pool, 16 by default).
+ */
+const COLLECTED_TOGETHER = 8;
 /** Refusals of a delegation itself, which another of the payer's delegations may not share. */
 const DELEGATION_REFUSALS = new Set<RefusalReason>([
   'cap_reached',
@@ -177,6 +182,12 @@ export function createCollector(options: CollectorOptions): Collector {
    */
   const collectDueDebts = async (now: Date, run: CollectorRun) => {
     let attempted = 0;
+    // Several payers at once, so that their settlements share transactions (the batcher's).
+    let together: Address[] = [];
+    const collectTogether = async () => {
+      await Promise.all(together.map((payer) => collect(payer, now, run)));
+      together = [];
+    };
     while (attempted < batchSize) {
       const page = await collectableDebtors(options.store, due, {
         now,
@@ -185,13 +196,15 @@ export function createCollector(options: CollectorOptions): Collector {
         limit: batchSize,
       });
       for (const payer of page) {
-        if (attempted === batchSize) return;
+        if (attempted === batchSize) return collectTogether();
         resumeAfter = payer;
         metThisPass.add(payer);
         if (backingOff(payer, now)) continue;
         attempted++;
-        await collect(payer, now, run);
+        together.push(payer);
+        if (together.length === COLLECTED_TOGETHER) await collectTogether();
       }
+      await collectTogether();
       if (page.length < batchSize) {
         resumeAfter = undefined;
         const met = metThisPass;

@@ -109,7 +109,17 @@ test('npm run bench with the smallest settings: exits 0, prints its table, write
   expect(resultsFile).toBeDefined();
   const results = JSON.parse(readFileSync(resultsFile as string, 'utf8'));
   expect(Object.keys(results).sort()).toEqual(
-    ['at', 'bareProxy', 'direct', 'machine', 'modes', 'postgres', 'settings', 'targets'].sort(),
+    [
+      'at',
+      'bareProxy',
+      'batchedSettlementGas',
+      'direct',
+      'machine',
+      'modes',
+      'postgres',
+      'settings',
+      'targets',
+    ].sort(),
   );
   expect(results.settings).toMatchObject({
     seconds: 1,
@@ -161,5 +171,14 @@ test('npm run bench with the smallest settings: exits 0, prints its table, write
       new RegExp(`^gas/settlement ${rail}: first, later +${gas.first}, ${gas.later} `, 'm'),
     );
   }
+  // Batches of 1, 5 and 12 payers in one redeemDelegations: a batch's gas per payer falls with its size.
+  const batched = results.batchedSettlementGas as Array<{ payers: number; first: number; later: number }>;
+  expect(batched.map((batch) => batch.payers)).toEqual([1, 5, 12]);
+  for (const { payers, first, later } of batched) {
+    expect(later, `${payers} payers`).toBeGreaterThan(21_000);
+    expect(later, `${payers} payers`).toBeLessThan(first);
+    expect(stdout).toMatch(new RegExp(`^ +${payers} payers?: +${first}, ${later}`, 'm'));
+  }
+  expect(batched[2]?.later).toBeLessThan(batched[0]?.later ?? 0);
   expect(stdout).toMatch(/^settlement gas: .*assumed for Base: L2 gas 0\.01 gwei.*ETH \$3000/m);
 });

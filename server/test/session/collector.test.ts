@@ -5,6 +5,7 @@ import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { markSettlementSent, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
 import { createChainClient } from '../../src/payments/chain-client.js';
 import { type CollectorOptions, createCollector } from '../../src/payments/collector.js';
+import { settlementBatcher } from '../../src/payments/settlement-batch.js';
 import { completedRequest } from '../support/usage-entries.js';
 import {
   type AnthropicStep,
@@ -82,11 +83,14 @@ async function payerOwingUnpaid(on: GatewayUnderTest, owner: number) {
  */
 function collectorOf(
   of: GatewayUnderTest,
-  options: Partial<Pick<CollectorOptions, 'backoffMs' | 'batchSize' | 'idleMs'>>,
+  options: Partial<Pick<CollectorOptions, 'backoffMs' | 'batchSize' | 'idleMs'>> & { batched?: boolean },
 ) {
+  const chain = createChainClient(of.config.chain);
   return createCollector({
     store: of.store,
-    chain: createChainClient(of.config.chain),
+    chain,
+    // As the gateway's: the settlements of payers falling due together share transactions.
+    batcher: options.batched ? settlementBatcher({ store: of.store, chain, maxWaitMs: 5_000 }) : undefined,
     receiptTimeoutMs: 5_000,
     withPayerLock: of.store.withPayerLock,
     idleMs: 300,
@@ -118,6 +122,32 @@ test('the last request of a payer who went quiet is paid by the collector', asyn
   expect(health.status).toBe('up');
   expect(health.state.running).toBe(true);
   expect(health.state.collected).toBeGreaterThanOrEqual(1);
+});
+
+test('the idle debts of several payers collected in one run share transactions', async () => {
+  const quiet = await quietGateway();
+  const payers = await Promise.all([0, 1, 2, 3].map((owner) => newPayer(local, owner, { salt: 40 })));
+  for (const payer of payers) {
+    const session = await authorize(quiet, payer);
+    anthropic.script({ text: 'last words', usage: SMALL });
+    expect((await chat(openaiFor(quiet, session.token))).status).toBe(200);
+  }
+  const treasuryBefore = await usdcBalance(local, local.accounts.treasury.address);
+
+  const run = await collectorOf(quiet, { batched: true }).runOnce(new Date(Date.now() + 1_000));
+
+  const addresses = payers.map((payer) => payer.address);
+  expect(run.collected.toSorted()).toEqual(addresses.toSorted());
+  const settlements = await Promise.all(
+    addresses.map(async (address) => (await settlementsOf(quiet.store, address))[0]),
+  );
+  for (const settlement of settlements)
+    expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
+  // The first goes out at once; those falling due while it is mined go together behind it.
+  expect(new Set(settlements.map((settlement) => settlement?.txHash)).size).toBeLessThan(payers.length);
+  expect(await usdcBalance(local, local.accounts.treasury.address)).toBe(
+    treasuryBefore + 4n * SMALL_COST_ATOMIC,
+  );
 });
 
 test("a debt the newest session's cap cannot pay is collected through an older session of the payer", async () => {
