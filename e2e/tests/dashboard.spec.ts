@@ -449,6 +449,53 @@ test('a wallet that upgrades the address as it grants: the page waits for the up
   await expect(account.getByTestId('account-upgraded')).toHaveText('Yes');
 });
 
+test('a grant the gateway cannot accept (the expiry removed in the wallet) is refused, and the page says what is missing', async ({
+  page,
+}) => {
+  const terms = await fetchTerms(stack.gatewayUrl);
+  const owner = privateKeyToAccount(generatePrivateKey());
+  const sponsor = createWalletClient({
+    account: privateKeyToAccount(generatePrivateKey()),
+    chain: localChain,
+    transport: http(stack.rpcUrl),
+  });
+  await fund({ address: sponsor.account.address, usdc: '0', eth: '1' });
+  const implementation = terms.environment.implementations.EIP7702StatelessDeleGatorImpl as Address;
+  await upgradeEoa({ owner, implementation, sponsor, client: chain });
+  await installBrowserWallet(page, {
+    account: owner.address,
+    startChainId: stack.chainId,
+    rpcUrl: stack.rpcUrl,
+    permissions: async (method, params) => {
+      if (method === 'wallet_getSupportedExecutionPermissions')
+        return supportedExecutionPermissions(stack.chainId);
+      const [request] = params as [Erc20PeriodicPermissionRequest];
+      // MetaMask lets the user remove the expiry rule before approving
+      const rules = request.rules?.filter((rule) => rule.type !== 'expiry');
+      return [
+        await grantErc20PeriodicPermission({
+          request: { ...request, rules },
+          owner,
+          client: chain,
+          environment: terms.environment,
+        }),
+      ];
+    },
+  });
+  await page.goto(stack.gatewayUrl);
+  await page.getByRole('button', { name: 'Connect browser wallet' }).click();
+  await page
+    .getByRole('region', { name: '2. Smart account' })
+    .getByRole('radio', { name: 'My own address (EIP-7702)' })
+    .check();
+  const session = page.getByRole('region', { name: '3. Session key' });
+  await session.getByRole('button', { name: 'Grant and authorize' }).click();
+  const alert = session.getByRole('alert');
+  await expect(alert).toContainText('The session was not authorized');
+  await expect(alert).toContainText('must set an expiry');
+  await expect(session.getByRole('button', { name: 'Grant and authorize' })).toBeEnabled();
+});
+
 test('a wallet without ERC-7715 signs the delegation itself, from its own upgraded address', async ({
   page,
 }) => {
