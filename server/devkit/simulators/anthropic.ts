@@ -100,6 +100,7 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
   return (
     unknownFieldOf(body) ??
     tooManyBreakpoints(body) ??
+    thinkingRefusal(body) ??
     documentRefusal(body.messages) ??
     toolResultsAfterOtherContent(body.messages) ??
     emptyTextOf(body.messages) ??
@@ -175,6 +176,39 @@ function openObjectOf(schema: unknown): boolean {
     ...[node.items, node.anyOf, node.allOf].flat(),
   ];
   return children.some(openObjectOf);
+}
+
+/** What Anthropic refuses of a request with extended thinking. */
+// biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
+function thinkingRefusal(body: any): ScriptedHttpError | undefined {
+  const thinking = body.thinking;
+  if (thinking?.type !== 'enabled') return undefined;
+  const refused = (message: string) => ({ status: 400, message });
+  if (!Number.isInteger(thinking.budget_tokens) || thinking.budget_tokens < 1024)
+    return refused('thinking.enabled.budget_tokens: Input should be greater than or equal to 1024');
+  if (body.max_tokens <= thinking.budget_tokens)
+    return refused('`max_tokens` must be greater than `thinking.budget_tokens`');
+  if (body.temperature !== undefined && body.temperature !== 1)
+    return refused('`temperature` may only be set to 1 when thinking is enabled');
+  if (body.top_k !== undefined) return refused('`top_k` is not supported when thinking is enabled');
+  if (body.top_p !== undefined && body.top_p < 0.95)
+    return refused('`top_p` must be greater than or equal to 0.95 when thinking is enabled');
+  if (body.tool_choice?.type === 'any' || body.tool_choice?.type === 'tool')
+    return refused('Thinking may not be enabled when tool_choice forces tool use.');
+  const [previous, last] = (body.messages as Array<{ role: string; content: Array<{ type: string }> }>).slice(
+    -2,
+  );
+  if (
+    last?.role === 'user' &&
+    last.content.some((block) => block.type === 'tool_result') &&
+    previous?.role === 'assistant' &&
+    previous.content.some((block) => block.type === 'tool_use') &&
+    !['thinking', 'redacted_thinking'].includes(previous.content[0]?.type ?? '')
+  )
+    return refused(
+      'messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block.',
+    );
+  return undefined;
 }
 
 /** Anthropic takes at most 4 blocks (tools, system, message blocks) with `cache_control`. */
@@ -354,7 +388,11 @@ function defaultReply(body: any): AnthropicReply {
   const messages: Array<{ role: string; content: unknown }> = body.messages;
   const lastUser = messages.filter((message) => message.role === 'user').at(-1);
   const echo = echoReply(textOf(lastUser?.content), body.max_tokens);
-  return { text: echo.pieces, stop: echo.truncated ? 'max_tokens' : 'end_turn' };
+  return {
+    ...(body.thinking?.type === 'enabled' && { thinking: 'Thinking it over.' }),
+    text: echo.pieces,
+    stop: echo.truncated ? 'max_tokens' : 'end_turn',
+  };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it

@@ -262,8 +262,8 @@ export const chatRequestSchema = {
     parallel_tool_calls: nullable({ type: 'boolean' }),
     seed: nullable({ type: 'integer' }),
     user: nullable({ type: 'string' }),
-    // Passed to OpenAI-compatible upstreams; a thinking budget for Gemini (see providers/gemini.ts);
-    // ignored for Anthropic, whose extended thinking (off by default) the gateway never turns on.
+    // Passed to OpenAI-compatible upstreams; a thinking budget for Gemini (see providers/gemini.ts)
+    // and Claude (see providers/claude-thinking.ts).
     reasoning_effort: nullable({
       type: 'string',
       enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'],

@@ -14,8 +14,8 @@
  * - Penalties and `seed` have no Anthropic equivalent and are dropped without error. A stop sequence
  *   of whitespace only (Anthropic refuses it) is a 400 naming `stop` before any payment: dropped, it
  *   would let the model run on to `max_tokens`, output the payer asked not to pay for.
- * - `reasoning_effort` is ignored: extended thinking is off unless asked for, and the gateway never
- *   asks for it, so no thinking is billed whatever effort a request names.
+ * - `reasoning_effort` turns extended thinking on for Claude models that have it, with a budget that
+ *   leaves the answer room (see claude-thinking.ts); `temperature` and `top_k` are then not sent.
  * - A final assistant turn (a prefill) is sent without trailing whitespace, which Anthropic refuses.
  * - A `file` part (`file_data`, a data URL) is a `document` block: a PDF as a base64 source, a text
  *   file as a text source; another type is a 400 naming the part, as is `input_audio` (Claude takes
@@ -32,10 +32,12 @@
  * - `cache_control` on a content part, a message (its last block) or a tool goes on the Anthropic
  *   block or tool it stands for (see prompt-cache.ts); with ANTHROPIC_AUTO_CACHE a request marking
  *   none gets breakpoints after its instructions and its history.
- * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`.
+ * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`, reported
+ *   as reasoning tokens as far as the thinking text tells (Anthropic does not split them).
  * - `max_tokens` is the limit admission decided, whatever the client asked for.
  */
 import type { CatalogModel } from '../catalog/catalog.js';
+import { MIN_TOP_P_WITH_THINKING, thinkingBudget, thinkingShare } from './claude-thinking.js';
 import {
   fileSource,
   type ImageTypes,
@@ -156,15 +158,12 @@ export function anthropicRequestBody(
   }));
   if (checkBreakpoints({ tools, system, messages }) === 0 && options.autoCache)
     markStablePrefix({ tools, system, messages });
-  return (limits) => ({
+  const share = thinkingShare(request, model, messages);
+  const fixed = {
     model: model.providerModel,
-    max_tokens: limits.outputTokens,
     messages,
     ...(system.length > 0 && { system }),
     ...(stop.length > 0 && { stop_sequences: stop }),
-    ...(request.temperature != null && { temperature: Math.min(request.temperature, 1) }),
-    ...(request.top_p != null && request.temperature == null && { top_p: request.top_p }),
-    ...(request.top_k != null && { top_k: request.top_k }),
     ...(tools.length > 0 && {
       tools,
       tool_choice: anthropicToolChoice(request.tool_choice ?? 'auto', request.parallel_tool_calls === false),
@@ -174,7 +173,30 @@ export function anthropicRequestBody(
     // Anthropic tell users apart, not worth the 400 it would make of the request.
     ...(request.user && request.user.length <= MAX_USER_ID && { metadata: { user_id: request.user } }),
     stream: true,
-  });
+  };
+  return ({ outputTokens }) => {
+    const budget = share === undefined ? undefined : thinkingBudget(share, outputTokens);
+    return {
+      ...fixed,
+      max_tokens: outputTokens,
+      ...(budget === undefined
+        ? sampling(request)
+        : {
+            thinking: { type: 'enabled', budget_tokens: budget },
+            // With thinking Anthropic refuses temperature and top_k, and a top_p below 0.95.
+            ...(request.top_p != null &&
+              request.top_p >= MIN_TOP_P_WITH_THINKING && { top_p: request.top_p }),
+          }),
+    };
+  };
+}
+
+function sampling(request: ChatRequest): Record<string, number> {
+  return {
+    ...(request.temperature != null && { temperature: Math.min(request.temperature, 1) }),
+    ...(request.top_p != null && request.temperature == null && { top_p: request.top_p }),
+    ...(request.top_k != null && { top_k: request.top_k }),
+  };
 }
 
 /** Empty stop sequences mean nothing and are left out; ones of whitespace only Anthropic refuses. */
@@ -423,10 +445,19 @@ export class AnthropicStreamDecoder implements StreamDecoder {
   private finished = false;
   private stopped = false;
 
+  /** UTF-8 bytes of the thinking text so far. */
+  private thinkingBytes = 0;
+
+  /**
+   * Anthropic counts thinking in `output_tokens` without saying how much of it: the reasoning tokens
+   * are estimated from the thinking text (4 bytes a token), at most the output. The bill is the same
+   * (reasoning is priced as output unless the catalog says otherwise).
+   */
   usage(): MeteredUsage {
-    return this.outputStated || this.metered.exact
-      ? { ...this.metered }
-      : this.generated.billedIn(this.metered);
+    const usage =
+      this.outputStated || this.metered.exact ? { ...this.metered } : this.generated.billedIn(this.metered);
+    const reasoning = Math.min(usage.outputTokens, Math.ceil(this.thinkingBytes / 4));
+    return { ...usage, outputTokens: usage.outputTokens - reasoning, reasoningTokens: reasoning };
   }
 
   decode(event: EventSourceMessage): StreamPart[] {
@@ -514,7 +545,10 @@ export class AnthropicStreamDecoder implements StreamDecoder {
       ];
     }
     // Not part of the OpenAI answer; thinking is output all the same.
-    if (delta.type === 'thinking_delta' && delta.thinking) this.generated.add(delta.thinking);
+    if (delta.type === 'thinking_delta' && delta.thinking) {
+      this.generated.add(delta.thinking);
+      this.thinkingBytes += Buffer.byteLength(delta.thinking);
+    }
     return [];
   }
 }

@@ -145,8 +145,9 @@ describe('Anthropic behind /v1/chat/completions', () => {
       inputTokens: 20,
       cacheReadTokens: 0,
       cacheWriteTokens: 0,
-      outputTokens: 9,
-      reasoningTokens: 0,
+      // The thinking's 19 bytes, as estimated reasoning (Anthropic counts it in output_tokens).
+      outputTokens: 4,
+      reasoningTokens: 5,
       exact: true,
     });
     expect(last.usage).toMatchObject(usageCost(statedCost(h.recorder.entries[0]!)));

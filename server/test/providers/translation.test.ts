@@ -195,8 +195,9 @@ describe('Anthropic', () => {
       inputTokens: 10,
       cacheReadTokens: 2,
       cacheWriteTokens: 0,
-      outputTokens: 31,
-      reasoningTokens: 0,
+      // The thinking text, estimated at 4 bytes a token, is reasoning.
+      outputTokens: 30,
+      reasoningTokens: 1,
       exact: false,
     });
     expect(() => decoder.end()).toThrow(/before message_stop/);

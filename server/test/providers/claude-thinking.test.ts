@@ -1,0 +1,150 @@
+import type OpenAI from 'openai';
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { collect, failure, type Harness, startHarness } from './gateway-harness.js';
+
+/**
+ * `reasoning_effort` as Claude's extended thinking, through the gateway with the official client:
+ * the budget leaves the answer room, the thinking is not content, its tokens are billed as output
+ * and reported as reasoning, and tool loops keep working.
+ */
+const MODEL = 'anthropic/claude-sonnet-4.5';
+/** 44 bytes: 11 reasoning tokens as estimated. */
+const THINKING = 'The user wants a greeting; one word will do.';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(() => h.close());
+beforeEach(() => {
+  h.anthropic.log.length = 0;
+  h.recorder.entries.length = 0;
+});
+
+const sent = () => h.anthropic.log.at(-1)!.body;
+
+describe('reasoning_effort for Claude', () => {
+  test('high with max_tokens 10,000: 8,000 tokens of thinking, no temperature or top_k; the thinking is not content, its tokens are reasoning', async () => {
+    h.anthropic.script({
+      thinking: THINKING,
+      text: 'Hello.',
+      usage: { input_tokens: 12, output_tokens: 30 },
+    });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Greet me.' }],
+      reasoning_effort: 'high',
+      max_tokens: 10_000,
+      temperature: 0.3,
+      top_p: 0.5,
+      top_k: 40,
+    } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+    expect(sent()).toMatchObject({ max_tokens: 10_000, thinking: { type: 'enabled', budget_tokens: 8_000 } });
+    for (const field of ['temperature', 'top_p', 'top_k']) expect(sent()).not.toHaveProperty(field);
+    expect(answer.choices[0]!.message.content).toBe('Hello.');
+    // Anthropic's 30 output tokens are the thinking's and the answer's: all billed, 11 reported as reasoning.
+    expect(answer.usage).toMatchObject({
+      completion_tokens: 30,
+      completion_tokens_details: { reasoning_tokens: 11 },
+    });
+    expect(h.recorder.entries[0]!.usage).toMatchObject({ outputTokens: 19, reasoningTokens: 11 });
+  });
+
+  test('streamed: no thinking in the deltas, the reasoning tokens in the final usage', async () => {
+    h.anthropic.script({
+      thinking: THINKING,
+      text: ['Hel', 'lo.'],
+      usage: { input_tokens: 12, output_tokens: 30 },
+    });
+    const chunks = await collect(
+      await h.client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Greet me.' }],
+        reasoning_effort: 'medium',
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    );
+    expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('')).toBe('Hello.');
+    expect(JSON.stringify(chunks)).not.toContain('greeting');
+    expect(chunks.at(-1)!.usage).toMatchObject({
+      completion_tokens: 30,
+      completion_tokens_details: { reasoning_tokens: 11 },
+    });
+    // Without max_tokens the model's 64,000 (the double admits them all): half of it for medium.
+    expect(sent().thinking).toEqual({ type: 'enabled', budget_tokens: 32_000 });
+  });
+
+  test.each<[string, number, object | undefined]>([
+    ['minimal at 20,000: 10% is 2,000', 20_000, { type: 'enabled', budget_tokens: 2_000 }],
+    [
+      'minimal at 5,000: 10% is below 1,024, Anthropic’s least',
+      5_000,
+      { type: 'enabled', budget_tokens: 1_024 },
+    ],
+    ['minimal at 2,000: 1,024 would leave the answer less than 1,024, so no thinking', 2_000, undefined],
+  ])('%s', async (_name, maxTokens, thinking) => {
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hi' }],
+      reasoning_effort: 'minimal',
+      max_tokens: maxTokens,
+    });
+    expect(sent().thinking).toEqual(thinking);
+  });
+
+  test('none, or no effort: no thinking, temperature sent as before', async () => {
+    for (const effort of ['none', undefined] as const) {
+      await h.client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Hi' }],
+        temperature: 0.3,
+        ...(effort && { reasoning_effort: effort }),
+      } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+      expect(sent()).not.toHaveProperty('thinking');
+      expect(sent().temperature).toBe(0.3);
+    }
+  });
+
+  test('with tool_choice forcing a call, a 400 naming reasoning_effort (Anthropic thinks only with auto or none)', async () => {
+    const error = await failure(
+      h.client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Weather?' }],
+        reasoning_effort: 'low',
+        tools: [{ type: 'function', function: { name: 'weather', parameters: { type: 'object' } } }],
+        tool_choice: 'required',
+      }),
+    );
+    expect(error.status).toBe(400);
+    expect(JSON.stringify(error.error)).toContain('reasoning_effort');
+    expect(h.anthropic.log).toHaveLength(0);
+  });
+
+  test('a tool loop: the call is answered with thinking, the turn with its result without (the client kept no thinking block), and served', async () => {
+    const tools: OpenAI.Chat.ChatCompletionTool[] = [
+      { type: 'function', function: { name: 'weather', parameters: { type: 'object' } } },
+    ];
+    h.anthropic.script({ thinking: THINKING, toolCalls: [{ name: 'weather', arguments: {} }] });
+    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather?' }];
+    const call = await h.client.chat.completions.create({
+      model: MODEL,
+      messages,
+      tools,
+      reasoning_effort: 'low',
+    });
+    expect(sent().thinking).toMatchObject({ type: 'enabled' });
+    const message = call.choices[0]!.message;
+    messages.push(message, { role: 'tool', tool_call_id: message.tool_calls![0]!.id, content: 'Sunny' });
+
+    h.anthropic.script({ text: 'Sunny.' });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages,
+      tools,
+      reasoning_effort: 'low',
+    });
+    expect(answer.choices[0]!.message.content).toBe('Sunny.');
+    expect(sent()).not.toHaveProperty('thinking');
+  });
+});
