@@ -22,6 +22,8 @@ export interface SettlementMetrics {
   replaced(rail: PaymentRail): void;
   /** A transaction the gateway waited for was mined: its gas and fee count when the relayer sent it. */
   gasSpent(rail: PaymentRail, kind: TransactionKind, receipt: TransactionReceipt, share?: BatchShare): void;
+  /** Session-rail settlements simulated and waiting for the next batch transaction, now. */
+  batchQueue(settlements: number): void;
 }
 
 /** What a relayer transaction was for: paying a debt, or deploying a payer's smart account before it. */
@@ -194,6 +196,11 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     registers,
   });
 
+  const batchQueue = new Gauge({
+    name: 'paygate_settlement_batch_queue',
+    help: 'Session-rail settlements simulated and waiting to go out together in the next transaction (behind the one being mined)',
+    registers,
+  });
   const gasUsed = new Histogram({
     name: 'paygate_settlement_gas_used',
     help: 'Gas used by each mined transaction the relayer sent (by each settlement, its share of a batch), by rail and kind (settlement, deployment)',
@@ -340,6 +347,9 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     },
     replaced(rail) {
       replacements.inc({ rail });
+    },
+    batchQueue(settlements) {
+      batchQueue.set(settlements);
     },
     gasSpent(rail, kind, receipt, share) {
       // A remote facilitator's transactions are paid by its own key.

@@ -61,7 +61,12 @@ export function createSessionRail(options: SessionRailOptions): SessionRail {
     receiptTimeoutMs: config.limits.settlementTimeoutMs,
     metrics: options.metrics,
     // One per gateway: the settlements of its payers that fall due together share a transaction.
-    batcher: settlementBatcher({ store, chain, maxWaitMs: config.limits.settlementBatchWaitMs }),
+    batcher: settlementBatcher({
+      store,
+      chain,
+      maxWaitMs: config.limits.settlementBatchWaitMs,
+      metrics: options.metrics,
+    }),
   };
   const collection = {
     ...outbox,

@@ -1,6 +1,7 @@
 import type { Delegation } from '@metamask/smart-accounts-kit';
 import type { Hash, Hex } from 'viem';
 import { markSettlementsSent } from '../billing/settlements.js';
+import type { SettlementMetrics } from '../observability/index.js';
 import type { Store } from '../store/database.js';
 import type { ChainClient } from './chain-client.js';
 import { redeemDelegationsCalldata } from './delegation-framework.js';
@@ -47,6 +48,8 @@ export interface SettlementBatcherOptions {
   maxItems?: number;
   /** The longest a batch waits for the one before it to be mined; then it is sent anyway (its nonce follows). */
   maxWaitMs: number;
+  /** Where the queue's length is shown (/metrics). */
+  metrics?: Pick<SettlementMetrics, 'batchQueue'>;
 }
 
 /** A batch of 32 uses about 4M gas: far below a block's limit on Base. */
@@ -133,6 +136,7 @@ export function settlementBatcher(options: SettlementBatcherOptions): Settlement
       while (queue.length > 0) {
         await mined;
         const batch = queue.splice(0, maxItems);
+        options.metrics?.batchQueue(queue.length);
         const hashes = await sendBatch(batch).catch((error: unknown) => {
           for (const queued of batch) queued.reject(error);
           return [];
@@ -154,6 +158,7 @@ export function settlementBatcher(options: SettlementBatcherOptions): Settlement
     send(item) {
       return new Promise<BatchSent>((resolve, reject) => {
         queue.push({ item, resolve, reject });
+        options.metrics?.batchQueue(queue.length);
         if (!running) void run();
       });
     },

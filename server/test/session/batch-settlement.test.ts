@@ -1,9 +1,9 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { type Address, encodeFunctionData, type Hash, parseEventLogs } from 'viem';
 import { afterAll, describe, expect, test, vi } from 'vitest';
 import { type LocalChain, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
+import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
 import {
   type AnthropicStep,
   authorize,
@@ -104,14 +104,14 @@ async function dueWhileOneIsMined(starter: OwingPayer, payers: OwingPayer[]) {
     interval: 20,
   });
   const answers = Promise.all(payers.map(request));
+  // Each is opened and simulated alone, then joins the queue behind the starter's transaction.
   await vi.waitFor(
-    async () => {
-      for (const payer of payers) expect((await newest(payer.address))?.status).toBe('pending');
-    },
-    { timeout: 20_000, interval: 20 },
+    async () =>
+      expect(sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue')).toBe(
+        payers.length,
+      ),
+    { timeout: 30_000, interval: 20 },
   );
-  // Opened; each is simulated alone (two calls to the node) before it joins the queue.
-  await delay(500);
   return { first, answers };
 }
 
@@ -249,5 +249,68 @@ describe('settlements of different payers falling due together', () => {
     const again = await request(emptied);
     expect(again.status).toBe(402);
     expect(anthropic.log.length).toBe(forwarded + 3);
+  });
+
+  test('a batch that reverts on chain (a payer moved its USDC in the same block, ahead of it) is sent again payer by payer: the others paid, that one owed (402)', async () => {
+    const starter = await owingPayer(4);
+    const [first, second, emptied] = [await owingPayer(5), await owingPayer(6), await owingPayer(7)];
+    const forwarded = anthropic.log.length;
+
+    await holdBlocks();
+    let answers: Awaited<ReturnType<typeof request>>[];
+    let batchHash: Hash | null | undefined;
+    try {
+      const due = await dueWhileOneIsMined(starter, [first, second, emptied]);
+      await local.testClient.mine({ blocks: 1 });
+      // The batch passed its simulation and waits in the pool.
+      await vi.waitFor(
+        async () => {
+          const rows = await Promise.all([first, second, emptied].map((payer) => newest(payer.address)));
+          expect(rows.map((row) => row?.status)).toEqual(['sent', 'sent', 'sent']);
+          batchHash = rows[0]?.txHash;
+          expect(new Set(rows.map((row) => row?.txHash)).size).toBe(1);
+        },
+        { timeout: 10_000, interval: 20 },
+      );
+      // The payer moves its USDC with a higher tip: mined first in the next block.
+      await local.testClient.impersonateAccount({ address: emptied.address });
+      await local.testClient.setBalance({ address: emptied.address, value: 10n ** 18n });
+      await local.testClient.sendUnsignedTransaction({
+        from: emptied.address,
+        to: local.usdc,
+        data: encodeFunctionData({
+          abi: testUsdcAbi,
+          functionName: 'transfer',
+          args: [local.accounts.deployer.address, await usdcBalance(local, emptied.address)],
+        }),
+        maxFeePerGas: 500_000_000_000n,
+        maxPriorityFeePerGas: 100_000_000_000n,
+      });
+      await local.testClient.stopImpersonatingAccount({ address: emptied.address });
+      await releaseBlocks();
+      expect((await due.first).status).toBe(200);
+      answers = await due.answers;
+    } finally {
+      await local.testClient.setAutomine(true);
+    }
+
+    const receipt = await local.publicClient.getTransactionReceipt({ hash: batchHash as Hash });
+    expect(receipt.status).toBe('reverted');
+    const [paidFirst, paidSecond, refused] = answers as [
+      (typeof answers)[0],
+      (typeof answers)[0],
+      (typeof answers)[0],
+    ];
+    expect([paidFirst.status, paidSecond.status]).toEqual([200, 200]);
+    // Each sent alone after the batch failed, each its own transaction.
+    expect(new Set([paidFirst.tx, paidSecond.tx, batchHash]).size).toBe(3);
+    for (const payer of [first, second]) {
+      const settlements = await settlementsOf(gateway.store, payer.address, { limit: 2 });
+      expect(settlements.map((settlement) => settlement.status)).toEqual(['confirmed', 'failed']);
+    }
+    expect(refused.status).toBe(402);
+    expect(refused.body.error?.details).toMatchObject({ reason: 'insufficient_balance', owedAtomic: '66' });
+    expect(anthropic.log.length).toBe(forwarded + 3);
+    expect((await debtOf(gateway.store, emptied.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
   });
 });

@@ -1,8 +1,8 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Address, Hash } from 'viem';
 import { describe, expect, test, vi } from 'vitest';
 import { usdcBalance } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
+import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
 import { useTwoInstancesOnPostgres } from '../support/chain-gateway.js';
 import { testDialects } from '../support/db.js';
 import {
@@ -101,14 +101,14 @@ describe.skipIf(!testDialects.includes('postgres'))(
           { timeout: 10_000, interval: 20 },
         );
         const due = Promise.all(payers.map((payer) => chat(payer.client)));
+        // Each is opened and simulated alone, then joins its instance's queue.
         await vi.waitFor(
           async () => {
-            for (const payer of payers) expect((await newest(payer.address))?.status).toBe('pending');
+            for (const gateway of stack.instances)
+              expect(sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue')).toBe(3);
           },
-          { timeout: 20_000, interval: 20 },
+          { timeout: 30_000, interval: 20 },
         );
-        // Opened; each is simulated alone before it joins its instance's queue.
-        await sleep(500);
         await local.testClient.mine({ blocks: 1 });
         await vi.waitFor(
           async () => {
