@@ -578,6 +578,16 @@ describe('Anthropic behind /v1/chat/completions', () => {
     expect(answer.usage!.completion_tokens).toBe(3);
   });
 
+  test('max_completion_tokens (what OpenAI now documents) is taken as max_tokens is: sent as max_tokens', async () => {
+    await h.client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_completion_tokens: 7,
+    });
+    expect(lastSent().body.max_tokens).toBe(7);
+    expect(lastSent().body).not.toHaveProperty('max_completion_tokens');
+  });
+
   test.each([false, true])(
     'a refusal stop_reason (Claude declining to go on; stream: %s) is finish_reason content_filter, billed as counted',
     async (stream) => {
