@@ -6,9 +6,11 @@
 export const GAS_CAPS = {
   // Redeeming a delegation of a HybridDeleGator (EOA owner): 206,459-240,659 on anvil; room for a passkey's P256 check.
   sessionSettlement: 1_000_000n,
-  // EIP-3009 transferWithAuthorization: 68,838-85,938 from an EOA, 77,680 from a HybridDeleGator (ERC-1271) on anvil;
-  // an upto permit through x402's Permit2 proxy: 81,895-98,995 from an EOA.
+  // EIP-3009 transferWithAuthorization: 68,838-85,938 from an EOA, 77,680 from a HybridDeleGator (ERC-1271) on anvil.
   x402Settlement: 150_000n,
+  // An upto permit through x402's Permit2 proxy: 81,895-98,995 from an EOA on anvil; 152,139 with its EIP-2612
+  // permit for Permit2 submitted first (cold storage). Room for a smart account's ERC-1271 checks of both.
+  x402UptoSettlement: 300_000n,
   // Redeeming an x402 ERC-7710 delegation (one or two hops, the framework's enforcers only): 201,683-218,783 from a
   // HybridDeleGator with an amount, timestamp and redeemer caveat on anvil.
   x402DelegationSettlement: 500_000n,

@@ -1,5 +1,5 @@
 import { x402Client } from '@x402/core/client';
-import { encodePaymentSignatureHeader } from '@x402/core/http';
+import { decodePaymentSignatureHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import type { PaymentRequired } from '@x402/core/types';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
@@ -49,9 +49,9 @@ async function uptoPayer(): Promise<PrivateKeyAccount> {
 }
 
 /** The stock x402 client with only the `upto` EVM scheme registered, the local USDC allowed. */
-function uptoClient(payer: PrivateKeyAccount, paymentId?: string): x402Client {
+function uptoClient(payer: PrivateKeyAccount, paymentId?: string, rpcUrl?: string): x402Client {
   const client = new x402Client();
-  client.register(`eip155:${stack.local.chainId}`, new UptoEvmScheme(payer));
+  client.register(`eip155:${stack.local.chainId}`, new UptoEvmScheme(payer, rpcUrl ? { rpcUrl } : undefined));
   client.setSpendControls({
     allowedAssets: [{ network: `eip155:${stack.local.chainId}`, asset: stack.local.usdc }],
   });
@@ -64,9 +64,17 @@ function uptoClient(payer: PrivateKeyAccount, paymentId?: string): x402Client {
 }
 
 /** The official openai client paying through `@x402/fetch` wrapped once; every exchange recorded. */
-function uptoOpenai(payer: PrivateKeyAccount, paymentId?: string, gatewayUrl = stack.gateway.url) {
+function uptoOpenai(
+  payer: PrivateKeyAccount,
+  paymentId?: string,
+  gatewayUrl = stack.gateway.url,
+  rpcUrl?: string,
+) {
   const recorder = recordingFetch();
-  const openai = openaiClient(gatewayUrl, wrapFetchWithPayment(recorder.fetch, uptoClient(payer, paymentId)));
+  const openai = openaiClient(
+    gatewayUrl,
+    wrapFetchWithPayment(recorder.fetch, uptoClient(payer, paymentId, rpcUrl)),
+  );
   return { openai, exchanges: recorder.exchanges };
 }
 
@@ -76,18 +84,22 @@ async function completion(openai: ReturnType<typeof openaiClient>, usage = SMALL
 }
 
 /** Waits until the settlements of completed requests are done (they run once each answer is out). */
-async function settled(): Promise<void> {
-  await stack.gateway.app.ready();
+async function settled(payer?: Address): Promise<void> {
   for (let i = 0; i < 200; i++) {
     const pending = await stack.gateway.store.db
       .selectFrom('settlements')
       .select('id')
       .where('status', 'in', ['pending', 'sent'])
       .execute();
-    if (pending.length === 0) return;
+    // A payer's settlement starts once its answer is out: until then its debt is owed.
+    const owed = payer ? (await debtOf(stack.gateway.store, payer)).owedAtomic : 0n;
+    if (pending.length === 0 && owed === 0n) return;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  throw new Error('settlements still pending');
+  const rows = payer ? await settlementsOf(stack.gateway.store, payer, { limit: 5 }) : [];
+  throw new Error(
+    `the payer still owes, or settlements are still pending: ${JSON.stringify(rows.map((r) => [r.status, r.failureReason]))}`,
+  );
 }
 
 /** The payer's USDC transfers to the treasury, as the chain logged them. */
@@ -146,7 +158,7 @@ describe('upto (Permit2)', () => {
       expect(response.headers.get('x-output-tokens-limit')).toBeNull();
       const stated = (data.usage as unknown as { cost_details: { total_pico_usd: string } }).cost_details;
       expect(BigInt(stated.total_pico_usd)).toBe(costs[i]! * 1_000_000n);
-      await settled();
+      await settled(payer.address);
       expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(0n);
     }
 
@@ -161,7 +173,29 @@ describe('upto (Permit2)', () => {
       costs.map((cost) => ['confirmed', cost]),
     );
     // Sent by the gateway's relayer, each within the x402 settlement's gas cap.
-    for (const settlement of settlements) expect(settlement.gasUsed).toBeLessThan(GAS_CAPS.x402Settlement);
+    for (const settlement of settlements)
+      expect(settlement.gasUsed).toBeLessThan(GAS_CAPS.x402UptoSettlement);
+  });
+
+  test('a payer with no ETH that never approved Permit2 pays with an EIP-2612 permit the relayer submits', async () => {
+    const payer = privateKeyToAccount(generatePrivateKey());
+    await mintUsdc(stack.local, payer.address, 10_000_000n);
+    expect(await stack.local.publicClient.getBalance({ address: payer.address })).toBe(0n);
+    // With an RPC to read its allowance and permit nonce, the stock client signs the permit the 402 asks for.
+    const { openai, exchanges } = uptoOpenai(payer, undefined, stack.gateway.url, stack.local.rpcUrl);
+
+    for (const usage of [SMALL, LARGER]) {
+      await completion(openai, usage);
+      await settled(payer.address);
+    }
+
+    const proof = decodePaymentSignatureHeader(exchanges[1]!.headers.get('PAYMENT-SIGNATURE')!);
+    expect(proof.extensions?.eip2612GasSponsoring).toMatchObject({ info: { from: payer.address } });
+    expect(await paymentsOf(payer.address)).toEqual([SMALL_COST, LARGER_COST]);
+    const settlements = await settlementsOf(stack.gateway.store, payer.address, { limit: 10 });
+    expect(settlements.map((s) => s.status)).toEqual(['confirmed', 'confirmed']);
+    for (const settlement of settlements)
+      expect(settlement.gasUsed).toBeLessThan(GAS_CAPS.x402UptoSettlement);
   });
 
   test('a request that cost 0 moves nothing', async () => {
@@ -170,7 +204,7 @@ describe('upto (Permit2)', () => {
     const before = await balanceOf(payer.address);
     const { data } = await completion(openai, { input_tokens: 0, output_tokens: 0 });
     expect(data.choices[0]?.message.content).toBe('hi there');
-    await settled();
+    await settled(payer.address);
     expect(await balanceOf(payer.address)).toBe(before);
     expect(await paymentsOf(payer.address)).toEqual([]);
     expect(await settlementsOf(stack.gateway.store, payer.address, { limit: 10 })).toEqual([]);
@@ -180,7 +214,7 @@ describe('upto (Permit2)', () => {
     const payer = await uptoPayer();
     const { openai, exchanges } = uptoOpenai(payer);
     await completion(openai, SMALL);
-    await settled();
+    await settled(payer.address);
     const proof = exchanges[1]!.headers.get('PAYMENT-SIGNATURE');
     expect(proof).toBeTruthy();
     const calls = stack.anthropic.log.length;
@@ -193,7 +227,7 @@ describe('upto (Permit2)', () => {
 
     expect(replayed.status).toBe(402);
     expect(requiredOf(replayed.headers).error).toContain('this upto permit was used before');
-    await settled();
+    await settled(payer.address);
     expect(stack.anthropic.log.length).toBe(calls);
     expect(await paymentsOf(payer.address)).toEqual([SMALL_COST]);
   });
@@ -205,7 +239,7 @@ describe('upto (Permit2)', () => {
     const calls = stack.anthropic.log.length;
 
     const first = await completion(openai, LARGER);
-    await settled();
+    await settled(payer.address);
     const retried = await refused(openai.chat.completions.create(chatBody));
 
     expect(retried.status).toBe(409);
@@ -217,7 +251,7 @@ describe('upto (Permit2)', () => {
         outcome: 'served',
       },
     });
-    await settled();
+    await settled(payer.address);
     expect(stack.anthropic.log.length - calls).toBe(1);
     expect(await paymentsOf(payer.address)).toEqual([LARGER_COST]);
   });
@@ -255,7 +289,7 @@ describe('upto (Permit2)', () => {
       least.toString(),
     );
     expect(stack.anthropic.log.length).toBe(calls);
-    await settled();
+    await settled(payer.address);
     expect(await paymentsOf(payer.address)).toEqual([]);
   });
 

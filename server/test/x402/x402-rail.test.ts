@@ -117,6 +117,7 @@ describe('a request without credentials', () => {
           supportedChains: [{ chainId: 'eip155:31337', type: 'eip191' }],
         }),
         'payment-identifier': expect.objectContaining({ info: { required: false } }),
+        eip2612GasSponsoring: expect.objectContaining({ info: expect.any(Object) }),
       },
     });
     const body = await response.json();

@@ -8,7 +8,7 @@ import {
   VerifyError,
   type VerifyResponse,
 } from '@x402/core/types';
-import { toFacilitatorEvmSigner } from '@x402/evm';
+import { toFacilitatorEvmSigner, x402UptoPermit2ProxyAddress } from '@x402/evm';
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator';
 import { UptoEvmScheme } from '@x402/evm/upto/facilitator';
 import {
@@ -221,9 +221,11 @@ function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeo
     if (!onSubmitted) throw new Error('this facilitator only verifies');
     // The estimate simulates the transfer from the relayer: one that would revert is not sent.
     const estimate = await ask(client.estimateGas({ account: chain.relayer.address, to, data }));
+    // x402's upto proxy runs Permit2 (and maybe the payer's EIP-2612 permit) around the transfer.
+    const kind = isAddressEqual(to, x402UptoPermit2ProxyAddress) ? 'x402UptoSettlement' : 'x402Settlement';
     let gas: bigint;
     try {
-      gas = cappedGasLimit('x402Settlement', estimate);
+      gas = cappedGasLimit(kind, estimate);
     } catch (error) {
       if (!(error instanceof GasCapExceededError)) throw error;
       throw new Error(

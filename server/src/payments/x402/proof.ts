@@ -59,11 +59,15 @@ export interface UptoProof {
   payload: UptoPayload;
   permit: UptoPermit;
   paymentId?: string;
+  /** The payer's EIP-2612 permit for Permit2 (`eip2612GasSponsoring`), when it has not approved Permit2. */
+  eip2612?: unknown;
 }
 
 export function isUptoProof(proof: PaymentProof | UptoProof): proof is UptoProof {
   return proof.scheme === 'upto' && 'permit' in proof;
 }
+
+const EIP2612_GAS_SPONSORING_KEY = 'eip2612GasSponsoring';
 
 const PROOF_HEADERS: ReadonlyArray<{ name: string; version: X402Version }> = [
   { name: 'payment-signature', version: 2 },
@@ -134,6 +138,9 @@ export function readProof(headers: IncomingHttpHeaders): PaymentProof | UptoProo
       payload: upto.data,
       permit: uptoPermit(upto.data),
       ...(paymentId !== undefined && { paymentId }),
+      ...(parsed.data.extensions?.[EIP2612_GAS_SPONSORING_KEY] !== undefined && {
+        eip2612: parsed.data.extensions[EIP2612_GAS_SPONSORING_KEY],
+      }),
     };
   }
   if (parsed.data.x402Version === 2 && parsed.data.accepted.extra?.assetTransferMethod === 'erc7710') {

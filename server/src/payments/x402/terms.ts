@@ -11,6 +11,7 @@ import type {
   SettleResponse,
 } from '@x402/core/types';
 import { EVM_NETWORK_CHAIN_ID_MAP } from '@x402/evm/v1';
+import { declareEip2612GasSponsoringExtension } from '@x402/extensions';
 import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 import { SIGN_IN_WITH_X } from '@x402/extensions/sign-in-with-x';
 import type { Address } from 'viem';
@@ -131,6 +132,8 @@ function paymentRequired(terms: X402Terms, demand: PaymentDemand): PaymentRequir
     ],
     extensions: {
       [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false),
+      // An upto payer that has not approved Permit2 signs an EIP-2612 permit the relayer submits with its permit.
+      ...(terms.upto && demand.uptoAtomic !== undefined && declareEip2612GasSponsoringExtension()),
       ...(demand.signInOrigin && {
         [SIGN_IN_WITH_X]: signInChallenge(demand.signInOrigin, demand.url, terms.network),
       }),

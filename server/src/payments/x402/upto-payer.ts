@@ -98,12 +98,7 @@ export function uptoPayments(options: UptoPaymentsOptions) {
     }
     const fromBlock = await chain.publicClient.getBlockNumber();
     await attachAuthorization(store, permit2NonceKey(permit), { id: settlement.id, fromBlock });
-    const { payload, requirements } = uptoFacilitatorInput(
-      proof.payload,
-      proof.accepted,
-      terms,
-      settlement.amountAtomic,
-    );
+    const { payload, requirements } = uptoFacilitatorInput(proof, terms, settlement.amountAtomic);
     let result: SettleResponse;
     try {
       result = await facilitator.settle(payload, requirements, async (txHash, raw) => {
@@ -164,13 +159,8 @@ export function uptoPayments(options: UptoPaymentsOptions) {
       refuse(`this upto permit was used before (Permit2 nonce ${permit.nonce} of ${payer}); sign a new one`);
     if (await isAuthorizationSeen(store, key)) throw replay();
     // Verified against its maximum: x402 simulates settling all of it, so the payer's balance and
-    // Permit2 allowance cover the maximum now.
-    const { payload, requirements } = uptoFacilitatorInput(
-      proof.payload,
-      proof.accepted,
-      terms,
-      permit.maxAtomic,
-    );
+    // Permit2 allowance (or its EIP-2612 permit for Permit2) cover the maximum now.
+    const { payload, requirements } = uptoFacilitatorInput(proof, terms, permit.maxAtomic);
     let verified: VerifyResponse;
     try {
       verified = await facilitator.verify(payload, requirements);

@@ -2,6 +2,7 @@ import { z } from '@x402/core/schemas';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import { PERMIT2_ADDRESS, x402UptoPermit2ProxyAddress } from '@x402/evm';
 import { type Address, getAddress, type Hex, isAddressEqual, numberToHex } from 'viem';
+import type { UptoProof } from './proof.js';
 import { uptoRequirements, type X402Terms } from './terms.js';
 
 /**
@@ -97,13 +98,19 @@ export function uptoMismatch(
 
 /** The proof as the facilitator verifies it (against its maximum) or settles it (for `amountAtomic`). */
 export function uptoFacilitatorInput(
-  payload: UptoPayload,
-  accepted: PaymentRequirements,
+  proof: Pick<UptoProof, 'payload' | 'accepted' | 'eip2612'>,
   terms: X402Terms,
   amountAtomic: bigint,
 ): { payload: PaymentPayload; requirements: PaymentRequirements } {
+  const { payload, accepted, eip2612 } = proof;
   return {
-    payload: { x402Version: 2, accepted, payload },
+    payload: {
+      x402Version: 2,
+      accepted,
+      payload,
+      // x402's facilitator checks its owner, token, amount and deadline, and submits it with the permit.
+      ...(eip2612 !== undefined && { extensions: { eip2612GasSponsoring: eip2612 } }),
+    },
     requirements: uptoRequirements(terms, amountAtomic),
   };
 }
