@@ -141,13 +141,14 @@ export function settlementBatcher(options: SettlementBatcherOptions): Settlement
           for (const queued of batch) queued.reject(error);
           return [];
         });
-        // Nonces follow each other: the last one mined, every one is.
+        // Nonces follow each other: the last one mined, every one is. (viem reads a 0 timeout as none.)
         const last = hashes.findLast((hash) => hash !== undefined);
-        mined = last
-          ? chain.publicClient
-              .waitForTransactionReceipt({ hash: last, timeout: maxWaitMs, checkReplacement: false })
-              .catch(() => undefined)
-          : Promise.resolve();
+        mined =
+          last && maxWaitMs > 0
+            ? chain.publicClient
+                .waitForTransactionReceipt({ hash: last, timeout: maxWaitMs, checkReplacement: false })
+                .catch(() => undefined)
+            : Promise.resolve();
       }
     } finally {
       running = false;
