@@ -63,8 +63,8 @@ const RECIPIENT_WORD = { start: 4, end: 36 } as const;
 
 /**
  * Checks a delegation against the policy: the gateway's key as delegate, root authority, and only
- * caveats that keep it a capped, expiring permission to transfer USDC to the treasury. Throws a
- * 400 naming the field at fault. The signature is checked elsewhere.
+ * caveats that keep it a capped, expiring permission to transfer USDC (to the treasury, where the
+ * recipient is pinned). Throws a 400 naming the field at fault. The signature is checked elsewhere.
  */
 export function checkDelegation(
   policy: SessionPolicy,

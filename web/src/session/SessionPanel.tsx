@@ -210,7 +210,7 @@ function GrantForm({
             aria-invalid={capProblem !== undefined}
             aria-describedby={ids.capHint}
           />
-          <label htmlFor={ids.period}>The cap applies</label>
+          <label htmlFor={ids.period}>{ownAddress ? 'Period' : 'The cap applies'}</label>
           <select
             id={ids.period}
             value={period.label}
