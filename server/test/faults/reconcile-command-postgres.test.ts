@@ -37,7 +37,7 @@ describe.runIf(testDialects.includes('postgres'))(
 
       const clean = await runReconcileCommand(stack.env);
       expect(clean.stdout).toMatch(
-        /^The ledger matches the chain: 2 payers, 2 settlements \(2 confirmed transfers checked\), 2 transfers to the treasury in blocks 0-\d+\.\n$/,
+        /^The ledger matches the chain: 2 payers, 2 settlements \(2 confirmed transfers checked\), 2 transfers to the treasury in blocks 0-\d+\.\n\nCommission against gas, .+:\n- session rail: 4 requests, commission [0-9.]+ USD; 2 settlements, \d+ gas, [0-9.]+ ETH\n$/,
       );
       expect(clean.code).toBe(0);
 
@@ -61,7 +61,8 @@ describe.runIf(testDialects.includes('postgres'))(
       });
 
       const broken = await runReconcileCommand(stack.env);
-      const [summary, ...mismatches] = broken.stdout.trim().split('\n');
+      const [check] = broken.stdout.split('\n\nCommission against gas');
+      const [summary, ...mismatches] = check!.trim().split('\n');
       expect(summary).toMatch(
         /^The ledger does not match the chain \(3 mismatches\): 2 payers, 1 settlement \(/,
       );

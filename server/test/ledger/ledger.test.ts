@@ -126,6 +126,8 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
       commission: '0.000480915',
       total: '0.005290065',
       totalPicoUsd: '5290065000',
+      providerPicoUsd: '4809150000',
+      commissionPicoUsd: '480915000',
     });
     const stored = await findUsageRecord(store, `recorder-${dialect}`);
     expect(stored?.cost).toEqual({
