@@ -1,20 +1,24 @@
 import { x402Client } from '@x402/core/client';
 import { decodePaymentSignatureHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import type { PaymentRequired } from '@x402/core/types';
+import { PERMIT2_ADDRESS, x402UptoPermit2ProxyABI, x402UptoPermit2ProxyAddress } from '@x402/evm';
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
 import { wrapFetchWithPayment } from '@x402/fetch';
 import { APIError } from 'openai';
-import { type Address, maxUint256, parseAbiItem } from 'viem';
+import { type Address, type Hex, maxUint256, numberToHex, parseAbiItem } from 'viem';
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
 import { createLocalWalletClient, mintUsdc, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
 import { permit2Address } from '../../devkit/contracts/permit2.js';
 import { debtOf } from '../../src/billing/ledger.js';
-import { settlementsOf } from '../../src/billing/settlements.js';
+import { openSettlement, type Settlement, settlementsOf } from '../../src/billing/settlements.js';
 import { GAS_CAPS } from '../../src/payments/gas-caps.js';
+import { recordAuthorization } from '../../src/payments/x402/authorizations.js';
+import type { UptoPayload } from '../../src/payments/x402/upto.js';
 import { startGateway, temporaryDatabase } from '../support/chain-gateway.js';
 import {
+  chat,
   chatBody,
   LARGER,
   LARGER_COST,
@@ -196,6 +200,60 @@ describe('upto (Permit2)', () => {
     expect(settlements.map((s) => s.status)).toEqual(['confirmed', 'confirmed']);
     for (const settlement of settlements)
       expect(settlement.gasUsed).toBeLessThan(GAS_CAPS.x402UptoSettlement);
+  });
+
+  test('a settlement the relayer sent but never recorded (a crash) is confirmed from the chain by the payer’s next request: paid once', async () => {
+    const { local, gateway } = stack;
+    const payer = await uptoPayer();
+    await chat(stack, payer);
+    // What the gateway had written when it crashed: the settlement opened, its permit recorded against it.
+    const settlement = (await openSettlement(gateway.store, payer.address, 'x402', treasury())) as Settlement;
+    expect(settlement.amountAtomic).toBe(SMALL_COST);
+    const required = await requirementsAsked(stack);
+    const accepted = required.accepts.find((accept) => accept.scheme === 'upto')!;
+    const signed = await new UptoEvmScheme(payer).createPaymentPayload(2, { ...accepted, amount: '1000' });
+    const { permit2Authorization: permit, signature } = signed.payload as UptoPayload;
+    await recordAuthorization(gateway.store, {
+      asset: PERMIT2_ADDRESS,
+      payer: payer.address,
+      nonce: numberToHex(BigInt(permit.nonce), { size: 32 }),
+      valueAtomic: 1000n,
+      validBefore: BigInt(permit.deadline) + 1n,
+      settlementId: settlement.id,
+      fromBlock: await local.publicClient.getBlockNumber(),
+    });
+    // ... and the relayer's transaction, which landed.
+    const hash = await createLocalWalletClient(local.chain, local.accounts.gateway.privateKey).writeContract({
+      address: x402UptoPermit2ProxyAddress,
+      abi: x402UptoPermit2ProxyABI,
+      functionName: 'settle',
+      args: [
+        {
+          permitted: { token: permit.permitted.token as Address, amount: BigInt(permit.permitted.amount) },
+          nonce: BigInt(permit.nonce),
+          deadline: BigInt(permit.deadline),
+        },
+        SMALL_COST,
+        payer.address,
+        {
+          to: permit.witness.to as Address,
+          facilitator: permit.witness.facilitator as Address,
+          validAfter: BigInt(permit.witness.validAfter),
+        },
+        signature as Hex,
+      ],
+    });
+    await local.publicClient.waitForTransactionReceipt({ hash });
+    const paid = await balanceOf(payer.address);
+
+    const { exchanges } = await chat(stack, payer);
+
+    // The debt was paid by that transaction: the zero-value proof is all the next request needs.
+    expect(exchanges.map((exchange) => exchange.status)).toEqual([402, 200]);
+    expect(await balanceOf(payer.address)).toBe(paid);
+    expect(await paymentsOf(payer.address)).toEqual([SMALL_COST]);
+    const [reconciled] = await settlementsOf(gateway.store, payer.address, { limit: 1 });
+    expect(reconciled).toMatchObject({ id: settlement.id, status: 'confirmed', txHash: hash });
   });
 
   test('a request that cost 0 moves nothing', async () => {
