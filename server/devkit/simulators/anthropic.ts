@@ -195,6 +195,10 @@ function thinkingRefusal(body: any): ScriptedHttpError | undefined {
     return refused('`top_p` must be greater than or equal to 0.95 when thinking is enabled');
   if (body.tool_choice?.type === 'any' || body.tool_choice?.type === 'tool')
     return refused('Thinking may not be enabled when tool_choice forces tool use.');
+  for (const [i, message] of (body.messages as Array<{ content: Array<Record<string, unknown>> }>).entries())
+    for (const [j, block] of message.content.entries())
+      if (block.type === 'thinking' && !String(block.signature ?? '').startsWith('sig_'))
+        return refused(`messages.${i}.content.${j}: Invalid \`signature\` in \`thinking\` block`);
   const [previous, last] = (body.messages as Array<{ role: string; content: Array<{ type: string }> }>).slice(
     -2,
   );

@@ -123,6 +123,22 @@ const message = {
     tool_call_id: { type: 'string', minLength: 1 },
     function_call: functionCall,
     cache_control: cacheControl,
+    // Claude's thinking, given back as an answer carried it (see providers/anthropic.ts).
+    reasoning_details: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['type', 'index'],
+        properties: {
+          type: { type: 'string', enum: ['reasoning.text', 'reasoning.encrypted', 'reasoning.summary'] },
+          text: { type: 'string' },
+          signature: { type: 'string' },
+          data: { type: 'string' },
+          format: { type: 'string' },
+          index: { type: 'integer', minimum: 0 },
+        },
+      },
+    },
   },
 };
 

@@ -32,8 +32,10 @@
  * - `cache_control` on a content part, a message (its last block) or a tool goes on the Anthropic
  *   block or tool it stands for (see prompt-cache.ts); with ANTHROPIC_AUTO_CACHE a request marking
  *   none gets breakpoints after its instructions and its history.
- * - Thinking blocks are not part of the OpenAI answer; their tokens are in `output_tokens`, reported
- *   as reasoning tokens as far as the thinking text tells (Anthropic does not split them).
+ * - Thinking is not content: it comes as `reasoning` and `reasoning_details` (OpenRouter's shape,
+ *   signatures included), and `reasoning_details` given back on an assistant message go as its
+ *   thinking blocks (which Anthropic wants back in a tool loop). Its tokens are in `output_tokens`,
+ *   reported as reasoning tokens as far as the thinking text tells (Anthropic does not split them).
  * - `max_tokens` is the limit admission decided, whatever the client asked for.
  */
 import type { CatalogModel } from '../catalog/catalog.js';
@@ -103,6 +105,8 @@ type ContentBlock = Cacheable &
         title?: string;
       }
     | { type: 'tool_use'; id: string; name: string; input: Record<string, unknown> }
+    | { type: 'thinking'; thinking: string; signature: string }
+    | { type: 'redacted_thinking'; data: string }
     | { type: 'tool_result'; tool_use_id: string; content?: string | TextBlock[] }
   );
 
@@ -178,6 +182,7 @@ export function anthropicRequestBody(
     const budget = share === undefined ? undefined : thinkingBudget(share, outputTokens);
     return {
       ...fixed,
+      ...(budget === undefined && { messages: withoutThinking(messages) }),
       max_tokens: outputTokens,
       ...(budget === undefined
         ? sampling(request)
@@ -335,7 +340,7 @@ function messageBlocks(message: ChatMessage, at: string): ContentBlock[] {
       },
     ];
   }
-  const blocks: ContentBlock[] = [];
+  const blocks: ContentBlock[] = message.role === 'assistant' ? thinkingBlocks(message) : [];
   if (typeof content === 'string') {
     if (content !== '') blocks.push({ type: 'text', text: content });
   } else {
@@ -374,6 +379,28 @@ function messageBlocks(message: ChatMessage, at: string): ContentBlock[] {
     });
   });
   return blocks;
+}
+
+/**
+ * The thinking of an assistant turn, given back as the answer's `reasoning_details` carried it: a
+ * signed thinking block, or a redacted one. Unsigned text Anthropic would refuse, and is left out.
+ */
+function thinkingBlocks(message: ChatMessage): ContentBlock[] {
+  return (message.reasoning_details ?? []).flatMap((detail): ContentBlock[] => {
+    if (detail.format !== undefined && detail.format !== FORMAT) return [];
+    if (detail.type === 'reasoning.encrypted') return [{ type: 'redacted_thinking', data: detail.data }];
+    return detail.signature
+      ? [{ type: 'thinking', thinking: detail.text ?? '', signature: detail.signature }]
+      : [];
+  });
+}
+
+/** Thinking blocks given back are sent only when the request thinks too. */
+function withoutThinking(turns: AnthropicMessage[]): AnthropicMessage[] {
+  return turns.map((turn) => ({
+    ...turn,
+    content: turn.content.filter((block) => block.type !== 'thinking' && block.type !== 'redacted_thinking'),
+  }));
 }
 
 /** A PDF as a base64 document, a text file as a text document (Anthropic's two inline sources). */
@@ -415,6 +442,9 @@ function anthropicUsage(known: MeteredUsage, usage: AnthropicUsage | undefined):
   };
 }
 
+/** The `format` of Claude's reasoning details, as OpenRouter names it. */
+const FORMAT = 'anthropic-claude-v1';
+
 /** HTTP statuses of Anthropic's error types, for errors that arrive inside a stream. */
 const ERROR_STATUS: Record<string, number> = {
   invalid_request_error: 400,
@@ -447,6 +477,8 @@ export class AnthropicStreamDecoder implements StreamDecoder {
 
   /** UTF-8 bytes of the thinking text so far. */
   private thinkingBytes = 0;
+  /** Content block index -> reasoning_details index (thinking and redacted thinking blocks). */
+  private readonly reasoningIndex = new Map<number, number>();
 
   /**
    * Anthropic counts thinking in `output_tokens` without saying how much of it: the reasoning tokens
@@ -495,10 +527,30 @@ export class AnthropicStreamDecoder implements StreamDecoder {
     return this.finished ? [] : [{ type: 'finish', finishReason: 'stop' }];
   }
 
-  private blockStart(index: number, block: { type: string; id?: string; name?: string; text?: string }) {
+  private blockStart(
+    index: number,
+    block: { type: string; id?: string; name?: string; text?: string; data?: string },
+  ): StreamPart[] {
     if (block.type === 'text' && block.text) {
       this.generated.add(block.text);
       return [{ type: 'delta' as const, content: block.text }];
+    }
+    if (block.type === 'thinking') this.reasoningIndex.set(index, this.reasoningIndex.size);
+    if (block.type === 'redacted_thinking' && block.data) {
+      this.reasoningIndex.set(index, this.reasoningIndex.size);
+      return [
+        {
+          type: 'delta',
+          reasoningDetails: [
+            {
+              type: 'reasoning.encrypted',
+              data: block.data,
+              index: this.reasoningIndex.size - 1,
+              format: FORMAT,
+            },
+          ],
+        },
+      ];
     }
     if (block.type !== 'tool_use') return [];
     const toolIndex = this.toolIndex.size;
@@ -530,7 +582,7 @@ export class AnthropicStreamDecoder implements StreamDecoder {
 
   private blockDelta(
     index: number,
-    delta: { type: string; text?: string; partial_json?: string; thinking?: string },
+    delta: { type: string; text?: string; partial_json?: string; thinking?: string; signature?: string },
   ): StreamPart[] {
     if (delta.type === 'text_delta' && delta.text) {
       this.generated.add(delta.text);
@@ -545,10 +597,28 @@ export class AnthropicStreamDecoder implements StreamDecoder {
       ];
     }
     // Not part of the OpenAI answer; thinking is output all the same.
-    if (delta.type === 'thinking_delta' && delta.thinking) {
+    const reasoningIndex = this.reasoningIndex.get(index);
+    if (delta.type === 'thinking_delta' && delta.thinking && reasoningIndex !== undefined) {
       this.generated.add(delta.thinking);
       this.thinkingBytes += Buffer.byteLength(delta.thinking);
+      const text = delta.thinking;
+      return [
+        {
+          type: 'delta',
+          reasoning: text,
+          reasoningDetails: [{ type: 'reasoning.text', text, index: reasoningIndex, format: FORMAT }],
+        },
+      ];
     }
+    if (delta.type === 'signature_delta' && delta.signature && reasoningIndex !== undefined)
+      return [
+        {
+          type: 'delta',
+          reasoningDetails: [
+            { type: 'reasoning.text', signature: delta.signature, index: reasoningIndex, format: FORMAT },
+          ],
+        },
+      ];
     return [];
   }
 }

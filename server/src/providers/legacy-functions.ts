@@ -76,6 +76,12 @@ export function functionCallParts(parts: StreamPart[]): StreamPart[] {
       ...(call?.arguments && { arguments: call.arguments }),
     };
     const legacy = { ...rest, ...(Object.keys(functionCall).length > 0 && { functionCall }) };
-    return legacy.content || legacy.refusal || legacy.functionCall || legacy.logprobs ? [legacy] : [];
+    return legacy.content ||
+      legacy.refusal ||
+      legacy.functionCall ||
+      legacy.logprobs ||
+      legacy.reasoningDetails
+      ? [legacy]
+      : [];
   });
 }

@@ -30,6 +30,8 @@ export function chatCompletion(
           content: completion.content,
           ...(completion.toolCalls.length > 0 && { tool_calls: completion.toolCalls }),
           ...(completion.functionCall && { function_call: completion.functionCall }),
+          ...(completion.reasoning !== undefined && { reasoning: completion.reasoning }),
+          ...(completion.reasoningDetails && { reasoning_details: completion.reasoningDetails }),
           refusal: completion.refusal ?? null,
         },
         finish_reason: completion.finishReason,
@@ -79,5 +81,7 @@ function deltaOf(part: Extract<StreamPart, { type: 'delta' }>): ChunkDelta {
   if (part.refusal !== undefined) delta.refusal = part.refusal;
   if (part.toolCalls !== undefined) delta.tool_calls = part.toolCalls;
   if (part.functionCall !== undefined) delta.function_call = part.functionCall;
+  if (part.reasoning !== undefined) delta.reasoning = part.reasoning;
+  if (part.reasoningDetails !== undefined) delta.reasoning_details = part.reasoningDetails;
   return delta;
 }

@@ -60,6 +60,14 @@ export interface ToolCall {
   extra_content?: ToolCallExtraContent;
 }
 
+/**
+ * A piece of a model's reasoning as OpenRouter returns it (and takes it back on the assistant message
+ * of a tool loop): Claude's thinking with its signature, or its redacted thinking.
+ */
+export type ReasoningDetail =
+  | { type: 'reasoning.text'; text?: string; signature?: string; index: number; format?: string }
+  | { type: 'reasoning.encrypted'; data: string; index: number; format?: string };
+
 export interface ChatMessage {
   role: Role;
   content?: string | ContentPart[] | null;
@@ -70,6 +78,8 @@ export interface ChatMessage {
   function_call?: FunctionCall;
   /** A breakpoint after the message's last part (LiteLLM's convention for string content). */
   cache_control?: CacheControl;
+  /** An assistant message's reasoning, given back as the answer carried it. */
+  reasoning_details?: ReasoningDetail[];
 }
 
 /** A legacy (`functions`) call, as OpenAI still takes and returns it. */
@@ -199,6 +209,8 @@ export interface ChatCompletion {
       tool_calls?: ToolCall[];
       function_call?: FunctionCall;
       refusal: string | null;
+      reasoning?: string;
+      reasoning_details?: ReasoningDetail[];
     };
     finish_reason: FinishReason;
     logprobs: ChoiceLogprobs | null;
@@ -220,6 +232,8 @@ export interface ChunkDelta {
   refusal?: string;
   tool_calls?: ToolCallDelta[];
   function_call?: Partial<FunctionCall>;
+  reasoning?: string;
+  reasoning_details?: ReasoningDetail[];
 }
 
 export interface ChatCompletionChunk {

@@ -4,6 +4,7 @@ import type {
   ChoiceLogprobs,
   FinishReason,
   FunctionCall,
+  ReasoningDetail,
   ToolCall,
   ToolCallDelta,
 } from './openai-types.js';
@@ -43,6 +44,9 @@ export interface ProviderCompletion {
   toolCalls: ToolCall[];
   /** The call, in the legacy shape, of an answer to a `functions` request (then `toolCalls` is empty). */
   functionCall?: FunctionCall;
+  /** The model's reasoning where the provider gives it (Claude's thinking), not part of the content. */
+  reasoning?: string;
+  reasoningDetails?: ReasoningDetail[];
   finishReason: FinishReason;
   usage: MeteredUsage;
   /** Given by the providers that can, when asked for. */
@@ -58,6 +62,8 @@ export type StreamPart =
       toolCalls?: ToolCallDelta[];
       /** A piece of the call of an answer to a `functions` request. */
       functionCall?: Partial<FunctionCall>;
+      reasoning?: string;
+      reasoningDetails?: ReasoningDetail[];
       /** Those of this delta's tokens. */
       logprobs?: ChoiceLogprobs;
     }

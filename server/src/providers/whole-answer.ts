@@ -1,4 +1,11 @@
-import type { ChoiceLogprobs, FinishReason, FunctionCall, TokenLogprob, ToolCall } from './openai-types.js';
+import type {
+  ChoiceLogprobs,
+  FinishReason,
+  FunctionCall,
+  ReasoningDetail,
+  TokenLogprob,
+  ToolCall,
+} from './openai-types.js';
 import { type ProviderCompletion, ProviderError, type ProviderStream, type StreamPart } from './types.js';
 
 /**
@@ -22,6 +29,9 @@ class GatheredAnswer {
   private refusal = '';
   private readonly toolCalls: ToolCall[] = [];
   private functionCall?: FunctionCall;
+  private reasoning = '';
+  /** By their index: a thinking block's text pieces joined, its signature set. */
+  private readonly reasoningDetails: ReasoningDetail[] = [];
   private logprobs?: ChoiceLogprobs;
   private finishReason: FinishReason = 'stop';
 
@@ -32,6 +42,14 @@ class GatheredAnswer {
     }
     this.content += part.content ?? '';
     this.refusal += part.refusal ?? '';
+    this.reasoning += part.reasoning ?? '';
+    for (const detail of part.reasoningDetails ?? []) {
+      const gathered = this.reasoningDetails[detail.index];
+      if (gathered?.type === 'reasoning.text' && detail.type === 'reasoning.text') {
+        if (detail.text) gathered.text = (gathered.text ?? '') + detail.text;
+        if (detail.signature) gathered.signature = detail.signature;
+      } else this.reasoningDetails[detail.index] = { ...detail };
+    }
     if (part.functionCall) {
       this.functionCall ??= { name: '', arguments: '' };
       const call = this.functionCall;
@@ -70,6 +88,10 @@ class GatheredAnswer {
       ...(this.refusal !== '' && { refusal: this.refusal }),
       toolCalls,
       ...(this.functionCall && { functionCall: this.functionCall }),
+      ...(this.reasoning !== '' && { reasoning: this.reasoning }),
+      ...(this.reasoningDetails.length > 0 && {
+        reasoningDetails: this.reasoningDetails.filter((detail) => detail !== undefined),
+      }),
       finishReason: this.finishReason,
       usage,
       ...(this.logprobs && { logprobs: this.logprobs }),

@@ -42,6 +42,12 @@ describe('reasoning_effort for Claude', () => {
     expect(sent()).toMatchObject({ max_tokens: 10_000, thinking: { type: 'enabled', budget_tokens: 8_000 } });
     for (const field of ['temperature', 'top_p', 'top_k']) expect(sent()).not.toHaveProperty(field);
     expect(answer.choices[0]!.message.content).toBe('Hello.');
+    expect(answer.choices[0]!.message).toMatchObject({
+      reasoning: THINKING,
+      reasoning_details: [
+        { type: 'reasoning.text', text: THINKING, signature: expect.stringMatching(/^sig_/), index: 0 },
+      ],
+    });
     // Anthropic's 30 output tokens are the thinking's and the answer's: all billed, 11 reported as reasoning.
     expect(answer.usage).toMatchObject({
       completion_tokens: 30,
@@ -65,8 +71,19 @@ describe('reasoning_effort for Claude', () => {
         stream_options: { include_usage: true },
       }),
     );
-    expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('')).toBe('Hello.');
-    expect(JSON.stringify(chunks)).not.toContain('greeting');
+    const deltas = chunks.map((chunk) => chunk.choices[0]?.delta as Record<string, unknown> | undefined);
+    expect(deltas.map((delta) => delta?.content ?? '').join('')).toBe('Hello.');
+    // The thinking comes apart, as OpenRouter streams it: delta.reasoning and delta.reasoning_details.
+    expect(deltas.map((delta) => delta?.reasoning ?? '').join('')).toBe(THINKING);
+    expect(deltas.flatMap((delta) => (delta?.reasoning_details as object[] | undefined) ?? [])).toEqual([
+      { type: 'reasoning.text', text: THINKING, index: 0, format: 'anthropic-claude-v1' },
+      {
+        type: 'reasoning.text',
+        signature: expect.stringMatching(/^sig_/),
+        index: 0,
+        format: 'anthropic-claude-v1',
+      },
+    ]);
     expect(chunks.at(-1)!.usage).toMatchObject({
       completion_tokens: 30,
       completion_tokens_details: { reasoning_tokens: 11 },
@@ -121,6 +138,38 @@ describe('reasoning_effort for Claude', () => {
     expect(h.anthropic.log).toHaveLength(0);
   });
 
+  test('a tool loop given its reasoning_details back: the thinking block goes back signed, and the loop thinks on', async () => {
+    const tools: OpenAI.Chat.ChatCompletionTool[] = [
+      { type: 'function', function: { name: 'weather', parameters: { type: 'object' } } },
+    ];
+    h.anthropic.script({ thinking: THINKING, toolCalls: [{ name: 'weather', arguments: {} }] });
+    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather?' }];
+    const call = await h.client.chat.completions.create({
+      model: MODEL,
+      messages,
+      tools,
+      reasoning_effort: 'low',
+    });
+    expect(sent().thinking).toMatchObject({ type: 'enabled' });
+    // The message as it came, reasoning_details included, as an agent appends it.
+    const message = call.choices[0]!.message;
+    messages.push(message, { role: 'tool', tool_call_id: message.tool_calls![0]!.id, content: 'Sunny' });
+
+    h.anthropic.script({ text: 'Sunny.' });
+    const answer = await h.client.chat.completions.create({
+      model: MODEL,
+      messages,
+      tools,
+      reasoning_effort: 'low',
+    });
+    expect(answer.choices[0]!.message.content).toBe('Sunny.');
+    expect(sent().thinking).toMatchObject({ type: 'enabled' });
+    expect(sent().messages[1].content[0]).toEqual({
+      type: 'thinking',
+      thinking: THINKING,
+      signature: expect.stringMatching(/^sig_/),
+    });
+  });
   test('a tool loop: the call is answered with thinking, the turn with its result without (the client kept no thinking block), and served', async () => {
     const tools: OpenAI.Chat.ChatCompletionTool[] = [
       { type: 'function', function: { name: 'weather', parameters: { type: 'object' } } },
@@ -134,8 +183,12 @@ describe('reasoning_effort for Claude', () => {
       reasoning_effort: 'low',
     });
     expect(sent().thinking).toMatchObject({ type: 'enabled' });
-    const message = call.choices[0]!.message;
-    messages.push(message, { role: 'tool', tool_call_id: message.tool_calls![0]!.id, content: 'Sunny' });
+    // A client keeping only the OpenAI fields of the message.
+    const { role, content, tool_calls } = call.choices[0]!.message;
+    messages.push(
+      { role, content, tool_calls },
+      { role: 'tool', tool_call_id: tool_calls![0]!.id, content: 'Sunny' },
+    );
 
     h.anthropic.script({ text: 'Sunny.' });
     const answer = await h.client.chat.completions.create({

@@ -182,6 +182,12 @@ describe('Anthropic', () => {
       { type: 'a_future_event' },
     ].flatMap((data) => decoder.decode(event(data)));
     expect(parts).toEqual([
+      // Thinking is reasoning, not content (OpenRouter's reasoning and reasoning_details).
+      {
+        type: 'delta',
+        reasoning: 'hmm',
+        reasoningDetails: [{ type: 'reasoning.text', text: 'hmm', index: 0, format: 'anthropic-claude-v1' }],
+      },
       { type: 'delta', content: 'Hi' },
       {
         type: 'delta',
