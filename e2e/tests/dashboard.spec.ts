@@ -106,9 +106,9 @@ async function threeRequests(token: string): Promise<[Call, Call, Call]> {
   );
   const calls: Call[] = [];
   for (const [model, content] of [
-    ['anthropic/claude-sonnet-4.5', 'Say hello in five words.'],
-    ['google/gemini-2.5-flash', 'Name three prime numbers.'],
-    ['anthropic/claude-sonnet-4.5', 'What is the capital of France?'],
+    ['anthropic/claude-sonnet-5.5', 'Say hello in five words.'],
+    ['google/gemini-3.8-flash', 'Name three prime numbers.'],
+    ['anthropic/claude-sonnet-5.5', 'What is the capital of France?'],
   ] as const) {
     const { data, response } = await client.chat.completions
       .create({ model, messages: [{ role: 'user', content }], max_tokens: 100 })
@@ -227,10 +227,10 @@ test('a test wallet authorizes a session and sees every request it paid, to the 
   // the charts give each model's and each day's exact spend
   const perModel = usage.getByRole('img', { name: /^Spend per model/ });
   await expect(perModel).toHaveAccessibleName(
-    new RegExp(escapeRegExp(`anthropic/claude-sonnet-4.5: ${usd(first.totalPico + third.totalPico)}`)),
+    new RegExp(escapeRegExp(`anthropic/claude-sonnet-5.5: ${usd(first.totalPico + third.totalPico)}`)),
   );
   await expect(perModel).toHaveAccessibleName(
-    new RegExp(escapeRegExp(`google/gemini-2.5-flash: ${usd(second.totalPico)}`)),
+    new RegExp(escapeRegExp(`google/gemini-3.8-flash: ${usd(second.totalPico)}`)),
   );
   const perDay = new Map<string, bigint>();
   for (const call of calls) {
@@ -245,7 +245,7 @@ test('a test wallet authorizes a session and sees every request it paid, to the 
   await screen(page, testInfo, '05-usage');
 
   // the model filter narrows the table to that model's requests
-  await usage.getByLabel('Model', { exact: true }).selectOption('google/gemini-2.5-flash');
+  await usage.getByLabel('Model', { exact: true }).selectOption('google/gemini-3.8-flash');
   await expect(usage.locator('tbody tr')).toHaveCount(1);
   await expect(rowOf(second)).toBeVisible();
   await screen(page, testInfo, '06-usage-filtered');
@@ -254,7 +254,7 @@ test('a test wallet authorizes a session and sees every request it paid, to the 
   await usage.getByRole('button', { name: 'Clear filters' }).click();
   for (let call = 0; call < 8; call++)
     await client.chat.completions.create({
-      model: 'google/gemini-2.5-flash-lite',
+      model: 'google/gemini-3.5-flash-lite',
       messages: [{ role: 'user', content: `Request ${call}` }],
       max_tokens: 20,
     });
@@ -271,7 +271,7 @@ test('a test wallet authorizes a session and sees every request it paid, to the 
   await session.getByRole('button', { name: 'Revoke session' }).click();
   await expect(session.getByRole('button', { name: 'Sign and authorize' })).toBeVisible();
   const refused = await client.chat.completions
-    .create({ model: 'google/gemini-2.5-flash-lite', messages: [{ role: 'user', content: 'Still there?' }] })
+    .create({ model: 'google/gemini-3.5-flash-lite', messages: [{ role: 'user', content: 'Still there?' }] })
     .catch((error: unknown) => error);
   expect(refused).toBeInstanceOf(OpenAI.AuthenticationError);
 });

@@ -52,7 +52,7 @@ async function payTwoRequestsWithX402(): Promise<{ payer: string; txHash: Hash }
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
-        model: 'anthropic/claude-sonnet-4.5',
+        model: 'anthropic/claude-sonnet-5.5',
         messages: [{ role: 'user', content }],
         max_tokens: 50,
       }),

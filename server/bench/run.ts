@@ -101,7 +101,7 @@ const PAUSE_MS = 300;
 const BATCH_SIZES = [1, 5, 12] as const;
 
 const FREE_MODEL = 'anthropic/bench-free';
-const PAID_MODEL = 'anthropic/claude-sonnet-4.5';
+const PAID_MODEL = 'anthropic/claude-sonnet-5.5';
 const RESULTS_DIR = join(SERVER_DIR, '..', 'bench-results');
 
 /** The project's targets, which the benchmark reports against (docs/performance.md). */

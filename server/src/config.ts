@@ -292,7 +292,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       },
     },
     modelsFile: read.optional('MODELS_FILE'),
-    defaultModel: read.string('DEFAULT_MODEL', 'anthropic/claude-sonnet-4.5'),
+    defaultModel: read.string('DEFAULT_MODEL', 'anthropic/claude-sonnet-5.5'),
     commissionBps: read.integer('COMMISSION_BPS', 1000, 0, 100_000),
     settleOnCompletion: read.boolean('SETTLE_ON_COMPLETION', false),
     exposure: {

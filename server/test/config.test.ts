@@ -34,7 +34,7 @@ describe('loadConfig', () => {
       host: '127.0.0.1',
       databaseUrl: './data/gateway.sqlite',
       logLevel: 'info',
-      defaultModel: 'anthropic/claude-sonnet-4.5',
+      defaultModel: 'anthropic/claude-sonnet-5.5',
       commissionBps: 1000,
       settleOnCompletion: false,
       providers: {
@@ -82,7 +82,7 @@ describe('loadConfig', () => {
       GEMINI_API_KEY: 'g-key',
       GEMINI_BASE_URL: 'http://127.0.0.1:4011',
       MODELS_FILE: '/etc/paygate/models.json',
-      DEFAULT_MODEL: 'google/gemini-2.5-flash',
+      DEFAULT_MODEL: 'google/gemini-3.8-flash',
       COMMISSION_BPS: '0',
       SETTLE_ON_COMPLETION: 'true',
       CHAIN_ID: '31337',
@@ -119,7 +119,7 @@ describe('loadConfig', () => {
         google: { apiKey: 'g-key', baseUrl: 'http://127.0.0.1:4011' },
       },
       modelsFile: '/etc/paygate/models.json',
-      defaultModel: 'google/gemini-2.5-flash',
+      defaultModel: 'google/gemini-3.8-flash',
       commissionBps: 0,
       settleOnCompletion: true,
       chain: {

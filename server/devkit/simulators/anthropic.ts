@@ -105,8 +105,34 @@ function refusalOf(request: LoggedRequest): ScriptedHttpError | undefined {
     toolResultsAfterOtherContent(body.messages) ??
     emptyTextOf(body.messages) ??
     untypedToolOf(body.tools) ??
-    outputFormatRefusal(body.output_config)
+    outputFormatRefusal(body.output_config) ??
+    samplingRefusal(body)
   );
+}
+
+/**
+ * Claude Opus 4.7 and later (Fable, Mythos, Opus 5, Sonnet 5, Haiku 5) refuse sampling parameters
+ * (under anthropic-version 2023-06-01, a `temperature` of 1, its default, alone passes); earlier
+ * models since Claude 4.5 take `temperature` or `top_p`, not both.
+ */
+const NO_SAMPLING_MODEL = /^claude-(fable|mythos|opus-4-[78]|opus-5|sonnet-5|haiku-5)/;
+
+function samplingRefusal(body: Record<string, unknown>): ScriptedHttpError | undefined {
+  if (NO_SAMPLING_MODEL.test(String(body.model))) {
+    const field = ['temperature', 'top_p', 'top_k'].find(
+      (name) =>
+        body[name] !== undefined && !(name === 'temperature' && body[name] === 1 && body.top_p === undefined),
+    );
+    return field === undefined
+      ? undefined
+      : { status: 400, message: `\`${field}\` is deprecated for this model.` };
+  }
+  if (body.temperature !== undefined && body.top_p !== undefined)
+    return {
+      status: 400,
+      message: '`temperature` and `top_p` cannot both be specified for this model. Please use only one.',
+    };
+  return undefined;
 }
 
 /**

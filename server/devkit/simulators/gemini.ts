@@ -139,7 +139,16 @@ function refusalOf(request: LoggedRequest, known: boolean, url: URL): ScriptedHt
     return { status: 400, message: 'Invalid JSON payload received.' };
   if (!Array.isArray(body.contents) || body.contents.length === 0)
     return { status: 400, message: '* GenerateContentRequest.contents: contents is not specified' };
-  return int32OutOfRange(body.generationConfig);
+  return int32OutOfRange(body.generationConfig) ?? penaltyOf(body.generationConfig, url);
+}
+
+/** Gemini 2.5 and later refuse any penalty but 0. */
+function penaltyOf(config: Record<string, unknown> | undefined, url: URL): ScriptedHttpError | undefined {
+  const penalized = ['presencePenalty', 'frequencyPenalty'].some((field) => (config?.[field] ?? 0) !== 0);
+  const model = ENDPOINT.exec(url.pathname)?.[1] ?? '';
+  return penalized
+    ? { status: 400, message: `Penalty is not enabled for models/${decodeURIComponent(model)}` }
+    : undefined;
 }
 
 /** Gemini's `seed` and `topK` are int32: its JSON parser refuses a value out of range. */

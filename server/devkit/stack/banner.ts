@@ -1,7 +1,7 @@
 import { formatUnits } from 'viem';
 import type { LocalStackFacts, ProviderTarget } from './facts.js';
 
-const EXAMPLE_MODEL = 'anthropic/claude-sonnet-4.5';
+const EXAMPLE_MODEL = 'anthropic/claude-sonnet-5.5';
 
 /** What `npm start` prints once the stack is up: where everything is, and a request to paste. */
 export function stackBanner(facts: LocalStackFacts, factsPath: string, ownerUsdc: bigint): string {

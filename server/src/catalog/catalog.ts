@@ -40,7 +40,45 @@ export interface CatalogModel {
    */
   maxImageTokens: number;
   pricing: ModelPricing;
+  /** The sampling parameters the model takes; the others are left out of its requests. */
+  sampling: SamplingRule;
+  /** The day its prices were last checked against `source` (YYYY-MM-DD), when the catalog says. */
+  priceCheckedAt?: string;
+  /** Where its prices and limits were read, when the catalog says. */
+  source?: string;
 }
+
+/** OpenAI request fields that only steer sampling, which some models refuse. */
+export const SAMPLING_PARAMETERS = [
+  'temperature',
+  'top_p',
+  'top_k',
+  'seed',
+  'frequency_penalty',
+  'presence_penalty',
+] as const;
+export type SamplingParameter = (typeof SAMPLING_PARAMETERS)[number];
+
+/**
+ * MODELS_FILE `sampling`: the parameters a model takes (`parameters`), and groups of them it takes
+ * only one of (`notTogether`: the first given of a group is sent, the others left out), as Claude
+ * Sonnet 4.5 refuses `temperature` with `top_p`.
+ */
+export interface SamplingRule {
+  parameters: readonly SamplingParameter[];
+  notTogether: readonly (readonly SamplingParameter[])[];
+}
+
+/**
+ * What a model takes when its entry does not say: what the family's translation carries (Anthropic
+ * has no seed nor penalties, Gemini 2.5 and later refuse penalties, as do Claude models before the
+ * 4.7 generation `temperature` beside `top_p`).
+ */
+const DEFAULT_SAMPLING: Record<'anthropic' | 'google' | 'upstream', SamplingRule> = {
+  anthropic: { parameters: ['temperature', 'top_p', 'top_k'], notTogether: [['temperature', 'top_p']] },
+  google: { parameters: ['temperature', 'top_p', 'top_k', 'seed'], notTogether: [] },
+  upstream: { parameters: SAMPLING_PARAMETERS, notTogether: [] },
+};
 
 /** An operator-listed OpenAI-compatible upstream (OpenAI, OpenRouter, vLLM, Ollama...). */
 export interface OpenAICompatibleUpstream {
@@ -69,6 +107,7 @@ type Fail = (where: string, problem: string) => never;
 
 const BUILT_IN_PROVIDERS = new Set(['anthropic', 'google']);
 const PRICE = /^\d{1,9}(\.\d{1,6})?$/;
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
 /**
  * Claude's high-resolution models bill a 2576-pixel image at ~4,800 tokens, Gemini's largest tiling
  * less: a bound for every built-in model; a catalog entry may state its own.
@@ -138,6 +177,10 @@ export function parseCatalog(raw: unknown): Catalog {
     checkPriceSheet(pricing, `${at}.pricing`, fail);
     if (pricing.longPrompt !== undefined)
       checkLongPromptTier(pricing.longPrompt, `${at}.pricing.longPrompt`, contextLength, fail);
+    const optionalText = (key: string) => (entry[key] === undefined ? undefined : text(key));
+    const priceCheckedAt = optionalText('priceCheckedAt');
+    if (priceCheckedAt !== undefined && !isDay(priceCheckedAt))
+      fail(`${at}.priceCheckedAt`, 'must be a date as YYYY-MM-DD');
     const model: CatalogModel = {
       id,
       provider,
@@ -147,6 +190,14 @@ export function parseCatalog(raw: unknown): Catalog {
       maxOutputTokens,
       maxImageTokens,
       pricing: pricing as unknown as ModelPricing,
+      sampling:
+        entry.sampling === undefined
+          ? DEFAULT_SAMPLING[
+              BUILT_IN_PROVIDERS.has(provider) ? (provider as 'anthropic' | 'google') : 'upstream'
+            ]
+          : samplingRule(entry.sampling, `${at}.sampling`, fail),
+      ...(priceCheckedAt !== undefined && { priceCheckedAt }),
+      ...(entry.source !== undefined && { source: text('source') }),
     };
     byId.set(id, model);
   }
@@ -173,6 +224,36 @@ function checkLongPromptTier(tier: unknown, where: string, contextLength: number
   if ((above as number) >= contextLength)
     fail(`${where}.aboveTokens`, `must be below contextLength (${contextLength}), or the tier never applies`);
   checkPriceSheet(tier, where, fail);
+}
+
+/** A rule naming a parameter twice, or one it does not take, is a mistake in the catalog. */
+function samplingRule(rule: unknown, where: string, fail: Fail): SamplingRule {
+  if (!isObject(rule)) return fail(where, 'must be an object with "parameters"');
+  const names = (value: unknown, at: string): SamplingParameter[] => {
+    if (!Array.isArray(value)) return fail(at, 'must be a list of parameter names');
+    for (const name of value)
+      if (!SAMPLING_PARAMETERS.includes(name))
+        fail(at, `names ${JSON.stringify(name)}, not one of ${SAMPLING_PARAMETERS.join(', ')}`);
+    if (new Set(value).size !== value.length) fail(at, 'names a parameter twice');
+    return value;
+  };
+  const parameters = names(rule.parameters, `${where}.parameters`);
+  const groups = rule.notTogether ?? [];
+  if (!Array.isArray(groups)) return fail(`${where}.notTogether`, 'must be a list of parameter groups');
+  const notTogether = groups.map((group, i) => {
+    const at = `${where}.notTogether[${i}]`;
+    const members = names(group, at);
+    if (members.length < 2) fail(at, 'must name at least two parameters');
+    const untaken = members.find((name) => !parameters.includes(name));
+    if (untaken) fail(at, `names "${untaken}", which is not in ${where}.parameters`);
+    return members;
+  });
+  return { parameters, notTogether };
+}
+
+/** A real calendar day: Date would roll 2026-02-30 over into March. */
+function isDay(text: string): boolean {
+  return DAY.test(text) && new Date(`${text}T00:00:00Z`).toISOString().startsWith(text);
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

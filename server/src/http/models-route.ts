@@ -3,7 +3,53 @@ import type { Catalog, CatalogModel, PriceSheet } from '../catalog/catalog.js';
 import { success } from './envelope.js';
 import { ApiError } from './errors.js';
 
-/** Published per model; `data` is a list so that `openai.models.list()` reads the ids. */
+/**
+ * The request fields (OpenRouter's `supported_parameters` names) each family translates, besides
+ * the sampling parameters a model takes (its catalog `sampling`).
+ */
+const FAMILY_PARAMETERS: Record<'anthropic' | 'google' | 'upstream', readonly string[]> = {
+  anthropic: [
+    'max_tokens',
+    'stop',
+    'tools',
+    'tool_choice',
+    'parallel_tool_calls',
+    'response_format',
+    'structured_outputs',
+  ],
+  google: [
+    'max_tokens',
+    'stop',
+    'tools',
+    'tool_choice',
+    'response_format',
+    'structured_outputs',
+    'reasoning',
+  ],
+  upstream: [
+    'max_tokens',
+    'stop',
+    'tools',
+    'tool_choice',
+    'parallel_tool_calls',
+    'response_format',
+    'structured_outputs',
+    'reasoning',
+    'logit_bias',
+    'logprobs',
+    'top_logprobs',
+  ],
+};
+
+function supportedParameters(model: CatalogModel): string[] {
+  const family = model.provider === 'anthropic' || model.provider === 'google' ? model.provider : 'upstream';
+  return [...FAMILY_PARAMETERS[family], ...model.sampling.parameters];
+}
+
+/**
+ * Published per model; `data` is a list so that `openai.models.list()` reads the ids. The limits
+ * are also under OpenRouter's names (`context_length`, `top_provider`), which clients written for it read.
+ */
 function describe(model: CatalogModel, created: number) {
   const { pricing } = model;
   return {
@@ -14,12 +60,24 @@ function describe(model: CatalogModel, created: number) {
     name: model.name,
     context_length: model.contextLength,
     max_output_tokens: model.maxOutputTokens,
+    top_provider: {
+      context_length: model.contextLength,
+      max_completion_tokens: model.maxOutputTokens,
+      is_moderated: false,
+    },
+    supported_parameters: supportedParameters(model),
+    sampling: {
+      parameters: model.sampling.parameters,
+      not_together: model.sampling.notTogether,
+    },
     pricing: {
       unit: 'USD per million tokens',
       ...publishedPrices(pricing),
       ...(pricing.longPrompt && {
         long_prompt: { above_tokens: pricing.longPrompt.aboveTokens, ...publishedPrices(pricing.longPrompt) },
       }),
+      ...(model.priceCheckedAt !== undefined && { checked_at: model.priceCheckedAt }),
+      ...(model.source !== undefined && { source: model.source }),
     },
   };
 }

@@ -9,8 +9,8 @@
  *   Anthropic does not support (an object without `additionalProperties: false`, say) is refused by
  *   Anthropic, and that refusal reported as any other. The JSON comes back as text. A format
  *   without `schema` is JSON mode.
- * - `temperature` is capped at 1 (Anthropic's range is 0..1, OpenAI's 0..2); when both
- *   `temperature` and `top_p` are given only `temperature` is sent (recent Claude models refuse both).
+ * - `temperature` is capped at 1 (Anthropic's range is 0..1, OpenAI's 0..2). Which sampling
+ *   parameters reach Anthropic is the catalog's `sampling` (current Claude models refuse them all).
  * - Penalties and `seed` have no Anthropic equivalent and are dropped without error. A stop sequence
  *   of whitespace only (Anthropic refuses it) is a 400 naming `stop` before any payment: dropped, it
  *   would let the model run on to `max_tokens`, output the payer asked not to pay for.
@@ -199,7 +199,7 @@ export function anthropicRequestBody(
 function sampling(request: ChatRequest): Record<string, number> {
   return {
     ...(request.temperature != null && { temperature: Math.min(request.temperature, 1) }),
-    ...(request.top_p != null && request.temperature == null && { top_p: request.top_p }),
+    ...(request.top_p != null && { top_p: request.top_p }),
     ...(request.top_k != null && { top_k: request.top_k }),
   };
 }

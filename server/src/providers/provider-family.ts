@@ -1,5 +1,6 @@
 import { answersInFunctions, functionCallParts } from './legacy-functions.js';
 import type { ChatRequest } from './openai-types.js';
+import { withModelSampling } from './sampling.js';
 import { type EventSourceMessage, serverSentEvents } from './sse.js';
 import {
   type MeteredUsage,
@@ -62,7 +63,7 @@ export function familyAdapter(name: string, family: ProviderFamily, upstream: Up
   /** The request for the upstream, or UntranslatableRequestError for one this family cannot answer. */
   const translate = (call: ProviderCall): ((limits: UpstreamLimits) => ProviderRequest) => {
     if (!family.logprobs) refuseLogprobs(call.request, name);
-    return family.request(call);
+    return family.request({ ...call, request: withModelSampling(call.request, call.model) });
   };
 
   return {

@@ -78,7 +78,7 @@ describe('npm run authorize against the local stack', () => {
     const ask = () =>
       client.chat.completions
         .create({
-          model: 'anthropic/claude-sonnet-4.5',
+          model: 'anthropic/claude-sonnet-5.5',
           messages: [{ role: 'user', content: 'hello there' }],
         })
         .withResponse();

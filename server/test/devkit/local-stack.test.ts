@@ -39,8 +39,8 @@ describe('a running local stack', () => {
     for await (const model of client.models.list()) ids.push(model.id);
     expect(ids).toEqual(
       expect.arrayContaining([
-        'anthropic/claude-sonnet-4.5',
-        'google/gemini-2.5-flash',
+        'anthropic/claude-sonnet-5.5',
+        'google/gemini-3.8-flash',
         'openai/gpt-4o-mini',
       ]),
     );

@@ -108,7 +108,7 @@ describe('npm start', () => {
       expect(standIn.log[0]?.headers['x-api-key']).toBe('sk-ant-developer');
       // A Gemini model still goes to the stack's simulator.
       const gemini = JSON.parse(
-        await runShell(example.replace('anthropic/claude-sonnet-4.5', 'google/gemini-2.5-flash')),
+        await runShell(example.replace('anthropic/claude-sonnet-5.5', 'google/gemini-3.8-flash')),
       );
       expect(gemini.choices[0].message.content).toBe('echo: Hello there');
       expect(standIn.log).toHaveLength(1);

@@ -70,7 +70,7 @@ afterAll(async () => {
   await Promise.all(simulators.map((simulator) => simulator.close()));
 });
 
-const MODELS = ['anthropic/claude-sonnet-4.5', 'google/gemini-2.5-flash', 'local/echo'];
+const MODELS = ['anthropic/claude-sonnet-5.5', 'google/gemini-3.8-flash', 'local/echo'];
 const tool = {
   type: 'function',
   function: {

@@ -48,7 +48,7 @@ import {
 const ADMIN_TOKEN = 'fuzz-admin-token-0123456789';
 const CHAT = '/v1/chat/completions';
 const chatBody = {
-  model: 'anthropic/claude-sonnet-4.5',
+  model: 'anthropic/claude-sonnet-5.5',
   messages: [{ role: 'user', content: 'hi' }],
   max_tokens: 8,
 };

@@ -44,7 +44,7 @@ async function seed(store: Store) {
   // Alice: 3 days x 2 models; day 1 and 2 are then settled.
   let n = 0;
   for (const d of [1, 2, 3])
-    for (const model of ['anthropic/claude-sonnet-4.5', 'google/gemini-2.5-flash'] as const) {
+    for (const model of ['anthropic/claude-sonnet-5.5', 'google/gemini-3.8-flash'] as const) {
       n++;
       if (d === 3 && model.startsWith('google')) continue;
       await recordUsage(store, {
@@ -77,7 +77,7 @@ async function seed(store: Store) {
     requestId: 'bob-secret',
     payer: bob,
     rail: 'x402',
-    model: 'anthropic/claude-opus-4.5',
+    model: 'anthropic/claude-opus-5.5',
     usage: {
       inputTokens: 1,
       cacheReadTokens: 0,
@@ -248,7 +248,7 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
           requestId: 'alice-late',
           payer: alice,
           rail: 'session',
-          model: 'anthropic/claude-sonnet-4.5',
+          model: 'anthropic/claude-sonnet-5.5',
           usage: {
             inputTokens: 1,
             cacheReadTokens: 0,
@@ -274,12 +274,12 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
 
     const { body } = await gql(
       usageQuery,
-      { first: 1, after: null, model: 'google/gemini-2.5-flash' },
+      { first: 1, after: null, model: 'google/gemini-3.8-flash' },
       aliceToken,
     );
     expect(body.data.usage.edges[0].node).toEqual({
       requestId: 'alice-2-google',
-      model: 'google/gemini-2.5-flash',
+      model: 'google/gemini-3.8-flash',
       rail: 'session',
       createdAt: day(2, 4).toISOString(),
       exact: true,
@@ -314,7 +314,7 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
       expect(body.errors).toBeUndefined();
       return body.data.usage.edges.map((edge: { node: { requestId: string } }) => edge.node.requestId);
     };
-    expect(await ids({ model: 'google/gemini-2.5-flash' })).toEqual(['alice-2-google', 'alice-1-google']);
+    expect(await ids({ model: 'google/gemini-3.8-flash' })).toEqual(['alice-2-google', 'alice-1-google']);
     expect(await ids({ from: '2030-01-02', to: '2030-01-03' })).toEqual([
       'alice-2-google',
       'alice-2-anthropic',
@@ -322,7 +322,7 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
     expect(await ids({ from: '2030-01-02T03:00:00Z', to: '2030-01-02T04:00:00Z' })).toEqual([
       'alice-2-anthropic',
     ]);
-    expect(await ids({ model: 'anthropic/claude-sonnet-4.5', from: '2030-01-03' })).toEqual([
+    expect(await ids({ model: 'anthropic/claude-sonnet-5.5', from: '2030-01-03' })).toEqual([
       'alice-late',
       'alice-3-anthropic',
     ]);
@@ -388,7 +388,7 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
     ]);
     expect(body.data.byModel).toEqual([
       {
-        key: 'anthropic/claude-sonnet-4.5',
+        key: 'anthropic/claude-sonnet-5.5',
         usage: {
           requests: '3',
           promptTokens: String(11 + 33 + 55),
@@ -396,7 +396,7 @@ describe.each(testDialects)('GraphQL over the ledger on %s', (dialect) => {
         },
       },
       {
-        key: 'google/gemini-2.5-flash',
+        key: 'google/gemini-3.8-flash',
         usage: { requests: '2', promptTokens: String(22 + 44), cost: { picoUsd: String(4_125_000 * 6) } },
       },
     ]);

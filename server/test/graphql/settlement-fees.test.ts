@@ -18,7 +18,7 @@ async function settledAtSpikeFee(store: Store, requestId: string): Promise<void>
     requestId,
     payer,
     rail: 'session',
-    model: 'anthropic/claude-sonnet-4.5',
+    model: 'anthropic/claude-sonnet-5.5',
     usage: {
       inputTokens: 10,
       cacheReadTokens: 0,

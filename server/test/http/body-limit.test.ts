@@ -12,7 +12,7 @@ import { type LocalStack, startLocalStack } from '../../devkit/stack/local-stack
 import { DEFAULT_BODY_LIMIT_BYTES } from '../../src/config.js';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process.js';
 
-const MODEL = 'anthropic/claude-sonnet-4.5';
+const MODEL = 'anthropic/claude-sonnet-5.5';
 
 /** A user message holding one PNG of `base64Bytes` characters of base64, inline. */
 function imageRequest(base64Bytes: number): OpenAI.ChatCompletionCreateParamsNonStreaming {

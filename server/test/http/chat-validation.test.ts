@@ -45,7 +45,7 @@ async function post(body: unknown) {
 }
 
 const withUser = (fields: Record<string, unknown>) => ({
-  model: 'anthropic/claude-sonnet-4.5',
+  model: 'anthropic/claude-sonnet-5.5',
   messages: [user],
   ...fields,
 });
@@ -62,9 +62,9 @@ describe('accepted just inside each bound', () => {
     ['presence_penalty -2', withUser({ presence_penalty: -2 })],
     ['presence_penalty 2', withUser({ presence_penalty: 2 })],
     ['max_tokens 1', withUser({ max_tokens: 1 })],
-    ['max_tokens at the model maximum', withUser({ max_tokens: 64_000 })],
+    ['max_tokens at the model maximum', withUser({ max_tokens: 128_000 })],
     ['max_completion_tokens 1', withUser({ max_completion_tokens: 1 })],
-    ['max_completion_tokens at the model maximum', withUser({ max_completion_tokens: 64_000 })],
+    ['max_completion_tokens at the model maximum', withUser({ max_completion_tokens: 128_000 })],
     ['top_k 1', withUser({ top_k: 1 })],
     ['logprobs with top_logprobs 0', withUser({ logprobs: true, top_logprobs: 0 })],
     ['logprobs with top_logprobs 20', withUser({ logprobs: true, top_logprobs: 20 })],
@@ -168,7 +168,7 @@ describe('accepted just inside each bound', () => {
   test.each(cases)('%s', async (_name, body) => {
     const res = await post(body);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    expect(res.body.served).toBe('anthropic/claude-sonnet-4.5');
+    expect(res.body.served).toBe('anthropic/claude-sonnet-5.5');
   });
 
   test('an omitted model is the configured default model', async () => {
@@ -178,9 +178,9 @@ describe('accepted just inside each bound', () => {
   });
 
   test('another catalog model is served as named', async () => {
-    const res = await post(withUser({ model: 'google/gemini-2.5-flash', max_tokens: 65_536 }));
+    const res = await post(withUser({ model: 'google/gemini-3.8-flash', max_tokens: 65_536 }));
     expect(res.status).toBe(200);
-    expect(res.body.served).toBe('google/gemini-2.5-flash');
+    expect(res.body.served).toBe('google/gemini-3.8-flash');
   });
 
   test('a json_schema response format reaches the handler as given', async () => {
@@ -211,11 +211,11 @@ describe('refused just outside each bound, naming the field', () => {
     ['max_tokens 0', withUser({ max_tokens: 0 }), 'max_tokens'],
     ['max_tokens fractional', withUser({ max_tokens: 1.5 }), 'max_tokens'],
     ['max_tokens as a string', withUser({ max_tokens: '10' }), 'max_tokens'],
-    ['max_tokens above the model maximum', withUser({ max_tokens: 64_001 }), 'max_tokens'],
+    ['max_tokens above the model maximum', withUser({ max_tokens: 128_001 }), 'max_tokens'],
     ['max_completion_tokens 0', withUser({ max_completion_tokens: 0 }), 'max_completion_tokens'],
     [
       'max_completion_tokens above the model maximum',
-      withUser({ max_completion_tokens: 64_001 }),
+      withUser({ max_completion_tokens: 128_001 }),
       'max_completion_tokens',
     ],
     ['top_k 0', withUser({ top_k: 0 }), 'top_k'],
@@ -338,7 +338,7 @@ describe('refused just outside each bound, naming the field', () => {
       withTools({ tool_choice: { type: 'function', function: { name: 'nope' } } }),
       'tool_choice.function.name',
     ],
-    ['messages missing', { model: 'anthropic/claude-sonnet-4.5' }, 'messages'],
+    ['messages missing', { model: 'anthropic/claude-sonnet-5.5' }, 'messages'],
     ['messages empty', withUser({ messages: [] }), 'messages'],
     ['messages not a list', withUser({ messages: user }), 'messages'],
     ['a message without role', withMessages({ content: 'hi' }), 'messages[0].role'],
@@ -479,7 +479,7 @@ describe('refused just outside each bound, naming the field', () => {
   });
 
   test('the model maximum is named in the message', async () => {
-    const res = await post(withUser({ max_tokens: 64_001 }));
-    expect(res.body.error.message).toBe('max_tokens must be <= 64000 for anthropic/claude-sonnet-4.5');
+    const res = await post(withUser({ max_tokens: 128_001 }));
+    expect(res.body.error.message).toBe('max_tokens must be <= 128000 for anthropic/claude-sonnet-5.5');
   });
 });

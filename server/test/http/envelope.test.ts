@@ -45,11 +45,11 @@ async function expectError(request: InjectOptions, status: number, code: string)
 }
 
 describe('successful answers wear the envelope', () => {
-  const sonnet = { id: 'anthropic/claude-sonnet-4.5', object: 'model' };
+  const sonnet = { id: 'anthropic/claude-sonnet-5.5', object: 'model' };
   test.each([
     ['/health', { status: 'ok' }],
     ['/v1/models', expect.arrayContaining([expect.objectContaining(sonnet)])],
-    ['/v1/models/anthropic/claude-sonnet-4.5', sonnet],
+    ['/v1/models/anthropic/claude-sonnet-5.5', sonnet],
   ])('GET %s', async (url, data) => {
     const res = await app.inject({ method: 'GET', url });
     expect(res.statusCode).toBe(200);
@@ -296,7 +296,7 @@ describe('every refusal wears the envelope, never a 500', () => {
   test.each([
     ['DELETE', '/v1/models', 'GET, HEAD'],
     ['POST', '/health', 'GET, HEAD'],
-    ['PUT', '/v1/models/anthropic/claude-sonnet-4.5', 'GET, HEAD'],
+    ['PUT', '/v1/models/anthropic/claude-sonnet-5.5', 'GET, HEAD'],
     ['GET', '/v1/chat/completions', 'POST'],
   ] as const)('%s %s is 405 method_not_allowed with Allow', async (method, url, allow) => {
     const { res } = await expectError({ method, url }, 405, 'method_not_allowed');
@@ -308,7 +308,7 @@ describe('every refusal wears the envelope, never a 500', () => {
     const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0 });
     const refused = await client.chat.completions
       .create({
-        model: 'anthropic/claude-sonnet-4.5',
+        model: 'anthropic/claude-sonnet-5.5',
         messages: [{ role: 'user', content: 'hi' }],
         temperature: 9,
       })

@@ -59,56 +59,88 @@ describe('the shipped catalog read by the official openai client', () => {
     const ids: string[] = [];
     for await (const entry of client.models.list()) ids.push(entry.id);
     expect(ids).toEqual(loadCatalog().models.map((m) => m.id));
-    expect(ids).toEqual(expect.arrayContaining(['anthropic/claude-sonnet-4.5', 'google/gemini-2.5-flash']));
+    expect(ids).toEqual(expect.arrayContaining(['anthropic/claude-sonnet-5.5', 'google/gemini-3.8-flash']));
     expect(ids.every((id) => /^(anthropic|google)\/[\w.-]+$/.test(id))).toBe(true);
   });
 
-  test('each entry has the OpenAI fields, the name, the context length and prices', async () => {
+  test('each entry has the OpenAI fields, its limits under both names, its parameters and prices', async () => {
     const page = await client.models.list();
-    const sonnet = page.data.find((entry) => entry.id === 'anthropic/claude-sonnet-4.5');
-    expect(sonnet).toMatchObject({
+    const sonnet = page.data.find((entry) => entry.id === 'anthropic/claude-sonnet-5.5');
+    expect(sonnet).toEqual({
+      id: 'anthropic/claude-sonnet-5.5',
       object: 'model',
       owned_by: 'anthropic',
       created: expect.any(Number),
-      name: 'Claude Sonnet 4.5',
-      context_length: 200_000,
-      max_output_tokens: 64_000,
+      name: 'Claude Sonnet 5.5',
+      context_length: 1_000_000,
+      max_output_tokens: 128_000,
+      top_provider: { context_length: 1_000_000, max_completion_tokens: 128_000, is_moderated: false },
+      supported_parameters: [
+        'max_tokens',
+        'stop',
+        'tools',
+        'tool_choice',
+        'parallel_tool_calls',
+        'response_format',
+        'structured_outputs',
+      ],
+      sampling: { parameters: [], not_together: [] },
       pricing: {
         unit: 'USD per million tokens',
-        input: '3',
-        output: '15',
-        cache_read: '0.30',
-        cache_write: '3.75',
+        input: '2',
+        output: '10',
+        cache_read: '0.20',
+        cache_write: '2.50',
+        reasoning: '10',
+        checked_at: '2026-11-29',
+        source: expect.stringContaining('platform.claude.com/docs/en/models/sonnet-5-5/overview'),
       },
     });
   });
 
-  test('Gemini 2.5 Pro states its long-prompt tier; Flash and Flash-Lite have none', async () => {
+  test('a Gemini model lists the sampling parameters it takes', async () => {
+    const page = await client.models.list();
+    const flash = page.data.find((entry) => entry.id === 'google/gemini-3.8-flash') as unknown as {
+      supported_parameters: string[];
+    };
+    expect(flash.supported_parameters).toEqual(
+      expect.arrayContaining(['reasoning', 'temperature', 'top_p', 'top_k', 'seed']),
+    );
+    expect(flash.supported_parameters).not.toContain('frequency_penalty');
+  });
+
+  test('Gemini 3.1 Pro and Claude Haiku 5.5 state their long-prompt tiers; Gemini Flash has none', async () => {
     const page = await client.models.list();
     const pricing = (id: string) =>
       (page.data.find((entry) => entry.id === id) as unknown as { pricing: object })?.pricing;
-    expect(pricing('google/gemini-2.5-pro')).toEqual({
-      unit: 'USD per million tokens',
-      input: '1.25',
-      output: '10',
-      cache_read: '0.125',
-      reasoning: '10',
+    expect(pricing('google/gemini-3.1-pro-preview')).toMatchObject({
+      input: '2',
+      output: '12',
+      cache_read: '0.20',
+      reasoning: '12',
+      long_prompt: { above_tokens: 200_000, input: '4', output: '18', cache_read: '0.40', reasoning: '18' },
+    });
+    expect(pricing('anthropic/claude-haiku-5.5')).toMatchObject({
+      input: '0.10',
+      output: '0.50',
+      cache_read: '0.01',
+      cache_write: '0.125',
       long_prompt: {
-        above_tokens: 200_000,
-        input: '2.50',
-        output: '15',
-        cache_read: '0.25',
-        reasoning: '15',
+        above_tokens: 100_000,
+        input: '0.50',
+        output: '2.50',
+        cache_read: '0.05',
+        cache_write: '0.625',
       },
     });
-    expect(pricing('google/gemini-2.5-flash')).not.toHaveProperty('long_prompt');
-    expect(pricing('google/gemini-2.5-flash-lite')).not.toHaveProperty('long_prompt');
+    expect(pricing('google/gemini-3.8-flash')).not.toHaveProperty('long_prompt');
+    expect(pricing('google/gemini-3.5-flash-lite')).not.toHaveProperty('long_prompt');
   });
 
   test('models.retrieve() reads one model by its <provider>/<model> id', async () => {
-    const sonnet = await client.models.retrieve('anthropic/claude-sonnet-4.5');
+    const sonnet = await client.models.retrieve('anthropic/claude-sonnet-5.5');
     expect(sonnet).toMatchObject({
-      id: 'anthropic/claude-sonnet-4.5',
+      id: 'anthropic/claude-sonnet-5.5',
       object: 'model',
       owned_by: 'anthropic',
     });
@@ -256,6 +288,37 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
       'models[0].maxImageTokens must be a positive integer',
     ],
     [
+      'sampling that is not an object',
+      acmeCatalog({ sampling: ['temperature'] }),
+      'models[0].sampling must be an object with "parameters"',
+    ],
+    [
+      'sampling naming an unknown parameter',
+      acmeCatalog({ sampling: { parameters: ['temperature', 'min_p'] } }),
+      'models[0].sampling.parameters names "min_p", not one of temperature, top_p, top_k, seed, frequency_penalty, presence_penalty',
+    ],
+    [
+      'sampling naming a parameter twice',
+      acmeCatalog({ sampling: { parameters: ['top_p', 'top_p'] } }),
+      'models[0].sampling.parameters names a parameter twice',
+    ],
+    [
+      'a group of one parameter',
+      acmeCatalog({ sampling: { parameters: ['top_p'], notTogether: [['top_p']] } }),
+      'models[0].sampling.notTogether[0] must name at least two parameters',
+    ],
+    [
+      'a group naming a parameter the model does not take',
+      acmeCatalog({ sampling: { parameters: ['temperature'], notTogether: [['temperature', 'top_p']] } }),
+      'models[0].sampling.notTogether[0] names "top_p", which is not in models[0].sampling.parameters',
+    ],
+    [
+      'a price check date that is not a day',
+      acmeCatalog({ priceCheckedAt: '2026-02-30' }),
+      'models[0].priceCheckedAt must be a date as YYYY-MM-DD',
+    ],
+    ['an empty source', acmeCatalog({ source: '' }), 'models[0].source must be a non-empty string'],
+    [
       'an upstream without http(s) URL',
       { upstreams: { acme: { baseUrl: 'ftp://x' } }, models: [] },
       'upstreams.acme.baseUrl must be an http(s) URL',
@@ -299,11 +362,27 @@ describe('parseCatalog refuses a bad catalog, naming MODELS_FILE and the entry',
     expect(parseCatalog(acmeCatalog(limits)).find('acme/small-1')).toMatchObject(limits);
   });
 
-  test('the shipped catalog keeps every limit within its model limits', () => {
+  test('the shipped catalog keeps every limit within its model limits, and says when and where each price was read', () => {
     for (const entry of loadCatalog().models) {
       expect(entry.maxImageTokens).toBeGreaterThan(0);
       expect(entry.maxOutputTokens).toBeLessThanOrEqual(entry.contextLength);
+      expect(entry.priceCheckedAt).toMatch(/^2026-\d\d-\d\d$/);
+      expect(entry.source).toBeTruthy();
     }
+  });
+
+  test('a model without sampling takes what its family translates; one with a rule keeps it', () => {
+    const upstream = parseCatalog(acmeCatalog()).find('acme/small-1')!;
+    expect(upstream.sampling.parameters).toContain('frequency_penalty');
+    const claude = parseCatalog({
+      models: [model({ id: 'anthropic/claude-x', provider: 'anthropic', providerModel: 'claude-x' })],
+    }).find('anthropic/claude-x')!;
+    expect(claude.sampling).toEqual({
+      parameters: ['temperature', 'top_p', 'top_k'],
+      notTogether: [['temperature', 'top_p']],
+    });
+    const rule = { parameters: ['temperature', 'top_p'], notTogether: [['top_p', 'temperature']] };
+    expect(parseCatalog(acmeCatalog({ sampling: rule })).find('acme/small-1')!.sampling).toEqual(rule);
   });
 
   test('a good long-prompt tier is kept with the model', () => {

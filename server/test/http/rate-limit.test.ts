@@ -183,8 +183,8 @@ describe('per-route limits (RATE_LIMITS)', () => {
 
   test('a wildcard route is named as registered', async () => {
     const app = await gateway({ rateLimitMax: 100, routeRateLimits: { '/v1/models/*': 1 } });
-    expect((await get(app, '/v1/models/anthropic/claude-sonnet-4.5')).statusCode).toBe(200);
-    expect((await get(app, '/v1/models/google/gemini-2.5-flash')).statusCode).toBe(429);
+    expect((await get(app, '/v1/models/anthropic/claude-sonnet-5.5')).statusCode).toBe(200);
+    expect((await get(app, '/v1/models/google/gemini-3.8-flash')).statusCode).toBe(429);
     expect((await get(app, '/v1/models')).statusCode).toBe(200);
   });
 

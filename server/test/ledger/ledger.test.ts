@@ -17,9 +17,9 @@ import {
   settlementsOf,
 } from '../../src/billing/settlements.js';
 import { createUsageRecorder } from '../../src/billing/usage-recorder.js';
-import { loadCatalog } from '../../src/catalog/catalog.js';
 import type { Store } from '../../src/store/database.js';
 import { revokeSession } from '../../src/store/sessions.js';
+import { testCatalog } from '../support/catalog.js';
 import { testDialects, withTestStore } from '../support/db.js';
 import { storePlaceholderSession } from '../support/sessions.js';
 
@@ -103,7 +103,7 @@ describe.each(testDialects)('ledger on %s', (dialect) => {
   });
 
   test('the recorder prices a request at catalog prices plus commission and states it exactly', async () => {
-    const catalog = loadCatalog();
+    const catalog = testCatalog();
     const model = catalog.find('anthropic/claude-sonnet-4.5')!;
     const payer = newPayer();
     const recorder = createUsageRecorder(store, 1000);

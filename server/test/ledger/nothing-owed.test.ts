@@ -4,8 +4,8 @@ import { describe, expect, test } from 'vitest';
 import { debtOf, findUsageRecord, recordUsages, UsageConflictError } from '../../src/billing/ledger.js';
 import { collectableDebtors, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
 import { createUsageRecorder } from '../../src/billing/usage-recorder.js';
-import { loadCatalog } from '../../src/catalog/catalog.js';
 import type { Store } from '../../src/store/database.js';
+import { testCatalog } from '../support/catalog.js';
 import { testDialects, withTestStore } from '../support/db.js';
 
 /**
@@ -147,7 +147,7 @@ describe.each(testDialects)('nothing owed, on %s', (dialect) => {
 
   test('the recorder answers every concurrent request once its own record is committed', async () => {
     const recorder = createUsageRecorder(store, 1000);
-    const model = loadCatalog().find('anthropic/claude-sonnet-4.5')!;
+    const model = testCatalog().find('anthropic/claude-sonnet-4.5')!;
     const payers = Array.from({ length: 5 }, newPayer);
     const requests = Array.from({ length: 60 }, (_, i) => ({
       requestId: `group-${++sequence}`,

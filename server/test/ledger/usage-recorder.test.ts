@@ -1,8 +1,8 @@
 import { describe, expect, test } from 'vitest';
 import { findUsageRecord } from '../../src/billing/ledger.js';
 import { createUsageRecorder } from '../../src/billing/usage-recorder.js';
-import { loadCatalog } from '../../src/catalog/catalog.js';
 import type { Store } from '../../src/store/database.js';
+import { testCatalog } from '../support/catalog.js';
 import { testDialects, withTestStore } from '../support/db.js';
 
 const usage = (inputTokens: number) => ({
@@ -21,7 +21,7 @@ describe.each(testDialects)('the usage recorder on %s', (dialect) => {
   });
 
   test('a record the ledger cannot hold fails alone: the others asked in the same turn are recorded', async () => {
-    const model = loadCatalog().find('anthropic/claude-opus-4.5')!;
+    const model = testCatalog().find('anthropic/claude-opus-4.5')!;
     const recorder = createUsageRecorder(store, 1000);
     const record = (requestId: string, inputTokens: number) =>
       recorder.record({

@@ -16,7 +16,7 @@ import { gateDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
 import { parseExposition, type Sample, sampleValue } from './prometheus-text.js';
 
-const MODEL = 'anthropic/claude-sonnet-4.5';
+const MODEL = 'anthropic/claude-sonnet-5.5';
 
 let anthropic: Simulator<AnthropicStep>;
 let app: FastifyInstance;
@@ -73,8 +73,8 @@ describe('GET /metrics', () => {
       sampleValue(samples, 'paygate_http_requests_total', labels) ?? 0;
     const modelRoute = { route: '/v1/models/*', method: 'GET', status: '200' };
     const unmatched = { route: 'unmatched', method: 'GET', status: '404' };
-    await app.inject({ method: 'GET', url: '/v1/models/anthropic/claude-sonnet-4.5' });
-    await app.inject({ method: 'GET', url: '/v1/models/google/gemini-2.5-flash' });
+    await app.inject({ method: 'GET', url: '/v1/models/anthropic/claude-sonnet-5.5' });
+    await app.inject({ method: 'GET', url: '/v1/models/google/gemini-3.8-flash' });
     await app.inject({ method: 'GET', url: `/no/such/path/${Math.random()}` });
     const after = await scrape();
     expect(count(after, modelRoute) - count(before, modelRoute)).toBe(2);

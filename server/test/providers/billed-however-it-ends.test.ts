@@ -15,7 +15,7 @@ import { collect, failure, type Harness, readUntilFailure, startHarness } from '
  * estimated from the text (UTF-8 bytes / 4, rounded up) where the provider never stated it.
  */
 
-const CLAUDE = 'anthropic/claude-haiku-4.5';
+const CLAUDE = 'anthropic/claude-haiku-5.5';
 const GEMINI = 'google/gemini-2.5-flash';
 const LOCAL = 'local/llama-3.1-8b';
 const UPSTREAM_TIMEOUT_MS = 1000;

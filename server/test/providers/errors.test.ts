@@ -6,7 +6,7 @@ import { gateDouble, recorderDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
 import { collect, failure, type Harness, readUntilFailure, startHarness } from './gateway-harness.js';
 
-const CLAUDE = 'anthropic/claude-haiku-4.5';
+const CLAUDE = 'anthropic/claude-haiku-5.5';
 const GEMINI = 'google/gemini-2.5-pro';
 const UPSTREAM_TIMEOUT_MS = 1000;
 const COMPLETION_TIMEOUT_MS = 4000;

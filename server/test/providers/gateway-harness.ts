@@ -6,27 +6,27 @@ import { startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import { startGeminiSimulator } from '../../devkit/simulators/gemini.js';
 import { startOpenAICompatibleSimulator } from '../../devkit/simulators/openai-compatible.js';
 import { buildApp } from '../../src/app.js';
-import { type Catalog, loadCatalog, parseCatalog } from '../../src/catalog/catalog.js';
+import type { Catalog } from '../../src/catalog/catalog.js';
 import type { LimitsConfig } from '../../src/config.js';
+import { testCatalog } from '../support/catalog.js';
 import { type GateDouble, gateDouble, type RecorderDouble, recorderDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
 
 export type Harness = Awaited<ReturnType<typeof startHarness>>;
 
 /**
- * The shipped catalog plus a Gemini 3 model (it signs its function calls) and two OpenAI-compatible
- * upstreams served by its simulator: `local`, and `openai` (taking `max_completion_tokens`).
+ * The test catalog (the shipped one and earlier models) plus a Gemini 3 model (it signs its
+ * function calls) and two OpenAI-compatible upstreams served by its simulator: `local`, and
+ * `openai` (taking `max_completion_tokens`).
  */
 function catalogWith(localUrl: string): Catalog {
-  const shipped = loadCatalog();
-  return parseCatalog({
+  return testCatalog({
     upstreams: {
       local: { baseUrl: `${localUrl}/v1`, apiKeyEnv: 'PAYGATE_TEST_LOCAL_KEY' },
       // The same simulator as OpenAI itself: its reasoning models take max_completion_tokens only.
       openai: { baseUrl: `${localUrl}/v1`, tokenLimitField: 'max_completion_tokens' },
     },
     models: [
-      ...shipped.models,
       {
         id: 'google/gemini-3-pro-preview',
         provider: 'google',

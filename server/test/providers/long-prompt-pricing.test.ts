@@ -11,7 +11,7 @@ import { gateDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
 
 /**
- * The cost a payer is told for Gemini 2.5 Pro, priced by the gateway's own usage recorder at the
+ * The cost a payer is told for Gemini 3.1 Pro, priced by the gateway's own usage recorder at the
  * shipped catalog's prices (10% commission): Google bills prompts over 200k tokens at a higher tier.
  */
 let gemini: Simulator<GeminiStep>;
@@ -33,53 +33,53 @@ afterAll(async () => {
   await gemini.close();
 });
 
-describe('Gemini 2.5 Pro states the cost of its prompt tier in usage.cost and usage.cost_details', () => {
+describe('Gemini 3.1 Pro states the cost of its prompt tier in usage.cost and usage.cost_details', () => {
   test.each<[string, GeminiWireUsage, object]>([
     [
-      // 150000*$1.25 + 50000*$0.125 + 2000*$10 per million
+      // 150000*$2 + 50000*$0.20 + 2000*$12 per million
       'a prompt of 200k tokens, 50k of them cached: base prices',
       { promptTokenCount: 200_000, cachedContentTokenCount: 50_000, candidatesTokenCount: 2_000 },
       {
-        cost: 0.235125,
+        cost: 0.3674,
         cost_details: {
-          total_usd: '0.235125',
-          provider_usd: '0.21375',
-          commission_usd: '0.021375',
-          total_pico_usd: '235125000000',
-          provider_pico_usd: '213750000000',
-          commission_pico_usd: '21375000000',
+          total_usd: '0.3674',
+          provider_usd: '0.334',
+          commission_usd: '0.0334',
+          total_pico_usd: '367400000000',
+          provider_pico_usd: '334000000000',
+          commission_pico_usd: '33400000000',
         },
       },
     ],
     [
-      // 150001*$2.50 + 50000*$0.25 + 2000*$15 per million
+      // 150001*$4 + 50000*$0.40 + 2000*$18 per million
       'a prompt of 200,001 tokens, 50k of them cached: tier prices',
       { promptTokenCount: 200_001, cachedContentTokenCount: 50_000, candidatesTokenCount: 2_000 },
       {
-        cost: 0.45925275,
+        cost: 0.7216044,
         cost_details: {
-          total_usd: '0.45925275',
-          provider_usd: '0.4175025',
-          commission_usd: '0.04175025',
-          total_pico_usd: '459252750000',
-          provider_pico_usd: '417502500000',
-          commission_pico_usd: '41750250000',
+          total_usd: '0.7216044',
+          provider_usd: '0.656004',
+          commission_usd: '0.0656004',
+          total_pico_usd: '721604400000',
+          provider_pico_usd: '656004000000',
+          commission_pico_usd: '65600400000',
         },
       },
     ],
     [
-      // 300000*$2.50 + 2000*$15 per million: what Google charges the operator
-      'a prompt of 300k tokens with 2k output: $0.78 plus commission',
+      // 300000*$4 + 2000*$18 per million: what Google charges the operator
+      'a prompt of 300k tokens with 2k output: $1.236 plus commission',
       { promptTokenCount: 300_000, candidatesTokenCount: 2_000 },
       {
-        cost: 0.858,
+        cost: 1.3596,
         cost_details: {
-          total_usd: '0.858',
-          provider_usd: '0.78',
-          commission_usd: '0.078',
-          total_pico_usd: '858000000000',
-          provider_pico_usd: '780000000000',
-          commission_pico_usd: '78000000000',
+          total_usd: '1.3596',
+          provider_usd: '1.236',
+          commission_usd: '0.1236',
+          total_pico_usd: '1359600000000',
+          provider_pico_usd: '1236000000000',
+          commission_pico_usd: '123600000000',
         },
       },
     ],
@@ -88,7 +88,7 @@ describe('Gemini 2.5 Pro states the cost of its prompt tier in usage.cost and us
     const response = await app.inject({
       method: 'POST',
       url: '/v1/chat/completions',
-      payload: { model: 'google/gemini-2.5-pro', messages: [{ role: 'user', content: 'Summarize.' }] },
+      payload: { model: 'google/gemini-3.1-pro-preview', messages: [{ role: 'user', content: 'Summarize.' }] },
     });
     expect(response.statusCode).toBe(200);
     expect(response.json().usage).toMatchObject(cost);

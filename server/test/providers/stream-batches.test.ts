@@ -5,7 +5,7 @@ import { familyAdapter } from '../../src/providers/provider-family.js';
 import { ProviderError, type StreamPart } from '../../src/providers/types.js';
 import type { Upstream } from '../../src/providers/upstream.js';
 
-const model = loadCatalog().find('anthropic/claude-sonnet-4.5');
+const model = loadCatalog().find('anthropic/claude-sonnet-5.5');
 if (!model) throw new Error('the shipped catalog lost its Claude model');
 
 const frame = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;

@@ -277,6 +277,7 @@ describe('Anthropic', () => {
       maxOutputTokens: 100,
       maxImageTokens: 100,
       pricing: { input: '1', output: '1' },
+      sampling: { parameters: ['top_p' as const], notTogether: [] },
     };
     const tool = { type: 'function' as const, function: { name: 'f' } };
     expect(

@@ -3,7 +3,6 @@ import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { describe, expect, onTestFinished, test, vi } from 'vitest';
 import { debtOf, recordUsage } from '../../src/billing/ledger.js';
 import { confirmSettlement, openSettlement } from '../../src/billing/settlements.js';
-import { loadCatalog } from '../../src/catalog/catalog.js';
 import { ApiError } from '../../src/http/errors.js';
 import { createPaymentGate, type IdentifiedPayer, type PaymentMethod } from '../../src/payments/gate.js';
 import { localInFlightLimiter } from '../../src/payments/in-flight.js';
@@ -12,6 +11,7 @@ import { localHourlyCounter, unprovenPolicy } from '../../src/payments/unproven.
 import type { Admission, AdmissionRequest } from '../../src/services/chat-contracts.js';
 import type { Store } from '../../src/store/database.js';
 import { revokeSession } from '../../src/store/sessions.js';
+import { testCatalog } from '../support/catalog.js';
 import { testDialects, withTestStore } from '../support/db.js';
 import { storePlaceholderSession } from '../support/sessions.js';
 import { completedRequest } from '../support/usage-entries.js';
@@ -19,7 +19,7 @@ import { completedRequest } from '../support/usage-entries.js';
 // The payment gate with the session rail on a real ledger; the chain is never reached: settling is
 // observed, not run.
 
-const MODEL = loadCatalog().find('anthropic/claude-sonnet-4.5');
+const MODEL = testCatalog().find('anthropic/claude-sonnet-4.5');
 const REQUEST = {
   headers: { authorization: 'Bearer token' },
   url: '/v1/chat/completions',

@@ -12,7 +12,7 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
       anthropic: { apiKey: 'sk-ant-test', baseUrl: 'http://127.0.0.1:9' },
       google: { apiKey: 'gemini-test', baseUrl: 'http://127.0.0.1:9' },
     },
-    defaultModel: 'anthropic/claude-sonnet-4.5',
+    defaultModel: 'anthropic/claude-sonnet-5.5',
     commissionBps: 1000,
     settleOnCompletion: false,
     // The defaults: 0.10 USD per unproven payer, 10 USD per hour for all of them, a local block.

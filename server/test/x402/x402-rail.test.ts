@@ -14,11 +14,11 @@ import { beforeAll, describe, expect, test } from 'vitest';
 import { createPayerAccount, emptyUsdc, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { loadCatalog } from '../../src/catalog/catalog.js';
 import { createChainClient } from '../../src/payments/chain-client.js';
 import { createX402Rail, type PaymentFacilitator } from '../../src/payments/x402/index.js';
 import type { AdmissionRequest } from '../../src/services/chat-contracts.js';
 import { transferAuthorization } from '../chain/authorizations.js';
+import { testCatalog } from '../support/catalog.js';
 import { startGateway } from '../support/chain-gateway.js';
 import {
   chat as chatAs,
@@ -412,7 +412,7 @@ describe('a proof whose payer is not the signer the facilitator checks', () => {
     }).method.identify({
       headers: { 'payment-signature': header },
       url: '/v1/chat/completions',
-      model: loadCatalog().find('anthropic/claude-sonnet-4.5'),
+      model: testCatalog().find('anthropic/claude-sonnet-4.5'),
       request: { messages: [{ role: 'user', content: 'hi' }] },
     } as unknown as AdmissionRequest);
 

@@ -339,7 +339,7 @@ function ActiveSession({
     staleTime: Number.POSITIVE_INFINITY,
   });
   const baseUrl = `${window.location.origin}/v1`;
-  const model = models.data?.[0]?.id ?? 'anthropic/claude-sonnet-4.5';
+  const model = models.data?.[0]?.id ?? 'anthropic/claude-sonnet-5.5';
   const { limits } = session;
   const decimals = terms.usdc.decimals;
   return (
