@@ -6,8 +6,8 @@ import { startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import { startGeminiSimulator } from '../../devkit/simulators/gemini.js';
 import { startOpenAICompatibleSimulator } from '../../devkit/simulators/openai-compatible.js';
 import { buildApp } from '../../src/app.js';
-import { loadCatalog, parseCatalog } from '../../src/catalog/catalog.js';
 import { MAX_BODY_NESTING } from '../../src/http/json-shape-scan.js';
+import { testCatalog } from '../support/catalog.js';
 import { gateDouble, recorderDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
 import {
@@ -38,11 +38,9 @@ beforeAll(async () => {
     startOpenAICompatibleSimulator({ log: false }),
   ]);
   simulators.push(anthropic, gemini, local);
-  const shipped = loadCatalog();
-  const catalog = parseCatalog({
+  const catalog = testCatalog({
     upstreams: { local: { baseUrl: `${local.url}/v1` } },
     models: [
-      ...shipped.models,
       {
         id: 'local/echo',
         provider: 'local',

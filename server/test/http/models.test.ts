@@ -19,7 +19,8 @@ afterAll(async () => {
 
 /** The gateway listening on an ephemeral port, and an official OpenAI client pointed at it. */
 async function listening(overrides = {}) {
-  const app = await buildApp(testConfig(overrides), { checks: [] });
+  const shipped = { modelsFile: undefined, defaultModel: 'anthropic/claude-sonnet-5.5' };
+  const app = await buildApp(testConfig({ ...shipped, ...overrides }), { checks: [] });
   apps.push(app);
   const address = await app.listen({ port: 0, host: '127.0.0.1' });
   return new OpenAI({ baseURL: `${address}/v1`, apiKey: 'x', maxRetries: 0 });

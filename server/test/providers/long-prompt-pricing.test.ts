@@ -88,7 +88,10 @@ describe('Gemini 3.1 Pro states the cost of its prompt tier in usage.cost and us
     const response = await app.inject({
       method: 'POST',
       url: '/v1/chat/completions',
-      payload: { model: 'google/gemini-3.1-pro-preview', messages: [{ role: 'user', content: 'Summarize.' }] },
+      payload: {
+        model: 'google/gemini-3.1-pro-preview',
+        messages: [{ role: 'user', content: 'Summarize.' }],
+      },
     });
     expect(response.statusCode).toBe(200);
     expect(response.json().usage).toMatchObject(cost);

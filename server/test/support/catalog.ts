@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type Catalog, loadCatalog, parseCatalog } from '../../src/catalog/catalog.js';
 
 /**
@@ -69,3 +72,14 @@ export function testCatalog(extra: { upstreams?: object; models?: object[] } = {
     models: [...loadCatalog().models, ...EARLIER_MODELS, ...(extra.models ?? [])],
   });
 }
+
+/**
+ * The test catalog as a MODELS_FILE, which `testConfig` names: every gateway a test builds or
+ * spawns serves the shipped models and the earlier ones.
+ */
+export const TEST_MODELS_FILE = (() => {
+  const shipped = JSON.parse(readFileSync(new URL('../../src/catalog/models.json', import.meta.url), 'utf8'));
+  const file = join(mkdtempSync(join(tmpdir(), 'paygate-catalog-')), 'models.json');
+  writeFileSync(file, JSON.stringify({ ...shipped, models: [...shipped.models, ...EARLIER_MODELS] }));
+  return file;
+})();

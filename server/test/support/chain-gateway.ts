@@ -11,7 +11,6 @@ import type { Simulator } from '../../devkit/simulators/simulator-server.js';
 import { buildApp, type GatewayParts } from '../../src/app.js';
 import type { GatewayConfig, LimitsConfig } from '../../src/config.js';
 import { openStore, type Store } from '../../src/store/database.js';
-import { testCatalog } from './catalog.js';
 import { testConfig } from './config.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 
@@ -30,7 +29,6 @@ export function chainGatewayConfig(
   const base = testConfig();
   return testConfig({
     databaseUrl: options.databaseUrl,
-    defaultModel: 'anthropic/claude-sonnet-4.5',
     providers: { ...base.providers, anthropic: { apiKey: 'sk-ant-test', baseUrl: anthropic.url } },
     chain: {
       rpcUrl: local.rpcUrl,
@@ -56,16 +54,15 @@ export interface GatewayUnderTest {
 }
 
 /**
- * The whole gateway as `buildApp` wires it, listening on 127.0.0.1 with a free port, serving the
- * test catalog (its amounts are computed at the earlier models' prices). `parts` replaces some of
- * its parts; by default /health probes nothing (pass `{}` for the real checks).
+ * The whole gateway as `buildApp` wires it, listening on 127.0.0.1 with a free port. `parts`
+ * replaces some of its parts; by default /health probes nothing (pass `{}` for the real checks).
  */
 export async function startGateway(
   config: GatewayConfig,
   parts: Omit<Partial<GatewayParts>, 'store'> = { checks: [] },
 ): Promise<GatewayUnderTest> {
   const store = openStore(config.databaseUrl);
-  const app = await buildApp(config, { catalog: testCatalog(), ...parts, store });
+  const app = await buildApp(config, { ...parts, store });
   await app.listen({ port: 0, host: '127.0.0.1' });
   return {
     url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,

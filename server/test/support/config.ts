@@ -1,4 +1,5 @@
 import type { GatewayConfig } from '../../src/config.js';
+import { TEST_MODELS_FILE } from './catalog.js';
 
 /** A complete config for tests; chain values point nowhere unless a test gives real ones. */
 export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfig {
@@ -12,7 +13,9 @@ export function testConfig(overrides: Partial<GatewayConfig> = {}): GatewayConfi
       anthropic: { apiKey: 'sk-ant-test', baseUrl: 'http://127.0.0.1:9' },
       google: { apiKey: 'gemini-test', baseUrl: 'http://127.0.0.1:9' },
     },
-    defaultModel: 'anthropic/claude-sonnet-5.5',
+    // The shipped models and the earlier ones the payment suites' amounts are computed at.
+    modelsFile: TEST_MODELS_FILE,
+    defaultModel: 'anthropic/claude-sonnet-4.5',
     commissionBps: 1000,
     settleOnCompletion: false,
     // The defaults: 0.10 USD per unproven payer, 10 USD per hour for all of them, a local block.

@@ -135,6 +135,7 @@ export function gatewayEnvironment(config: GatewayConfig, dir: string): Record<s
     ANTHROPIC_BASE_URL: config.providers.anthropic.baseUrl,
     GEMINI_API_KEY: config.providers.google.apiKey,
     GEMINI_BASE_URL: config.providers.google.baseUrl,
+    MODELS_FILE: config.modelsFile,
     DEFAULT_MODEL: config.defaultModel,
     COMMISSION_BPS: String(config.commissionBps),
     SETTLE_ON_COMPLETION: String(config.settleOnCompletion),
