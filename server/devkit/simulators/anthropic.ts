@@ -204,15 +204,28 @@ function openObjectOf(schema: unknown): boolean {
   return children.some(openObjectOf);
 }
 
-/** What Anthropic refuses of a request with extended thinking. */
+/** Models that think only adaptively: a thinking budget is a 400. */
+const ADAPTIVE_ONLY_MODEL = /^claude-(fable|mythos|opus-5|sonnet-5|haiku-5)/;
+
+/** What Anthropic refuses of a request with extended (budgeted or adaptive) thinking. */
 // biome-ignore lint/suspicious/noExplicitAny: the request as the gateway sent it
 function thinkingRefusal(body: any): ScriptedHttpError | undefined {
   const thinking = body.thinking;
-  if (thinking?.type !== 'enabled') return undefined;
   const refused = (message: string) => ({ status: 400, message });
-  if (!Number.isInteger(thinking.budget_tokens) || thinking.budget_tokens < 1024)
+  const effort = body.output_config?.effort;
+  if (effort !== undefined && !['low', 'medium', 'high', 'max'].includes(effort))
+    return refused("output_config.effort: Input should be 'low', 'medium', 'high' or 'max'");
+  if (thinking?.type === 'enabled' && ADAPTIVE_ONLY_MODEL.test(String(body.model)))
+    return refused(
+      'thinking.type.enabled is not supported for this model. Use thinking.type.adaptive and output_config.effort to control thinking behavior.',
+    );
+  if (thinking?.type !== 'enabled' && thinking?.type !== 'adaptive') return undefined;
+  if (
+    thinking.type === 'enabled' &&
+    (!Number.isInteger(thinking.budget_tokens) || thinking.budget_tokens < 1024)
+  )
     return refused('thinking.enabled.budget_tokens: Input should be greater than or equal to 1024');
-  if (body.max_tokens <= thinking.budget_tokens)
+  if (thinking.type === 'enabled' && body.max_tokens <= thinking.budget_tokens)
     return refused('`max_tokens` must be greater than `thinking.budget_tokens`');
   if (body.temperature !== undefined && body.temperature !== 1)
     return refused('`temperature` may only be set to 1 when thinking is enabled');
@@ -419,7 +432,7 @@ function defaultReply(body: any): AnthropicReply {
   const lastUser = messages.filter((message) => message.role === 'user').at(-1);
   const echo = echoReply(textOf(lastUser?.content), body.max_tokens);
   return {
-    ...(body.thinking?.type === 'enabled' && { thinking: 'Thinking it over.' }),
+    ...(['enabled', 'adaptive'].includes(body.thinking?.type) && { thinking: 'Thinking it over.' }),
     text: echo.pieces,
     stop: echo.truncated ? 'max_tokens' : 'end_turn',
   };

@@ -16,6 +16,7 @@ const FAMILY_PARAMETERS: Record<'anthropic' | 'google' | 'upstream', readonly st
     'parallel_tool_calls',
     'response_format',
     'structured_outputs',
+    'reasoning',
   ],
   google: [
     'max_tokens',

@@ -39,7 +39,7 @@
  * - `max_tokens` is the limit admission decided, whatever the client asked for.
  */
 import type { CatalogModel } from '../catalog/catalog.js';
-import { MIN_TOP_P_WITH_THINKING, thinkingBudget, thinkingShare } from './claude-thinking.js';
+import { claudeThinking, MIN_TOP_P_WITH_THINKING, thinkingBudget } from './claude-thinking.js';
 import {
   fileSource,
   type ImageTypes,
@@ -162,7 +162,7 @@ export function anthropicRequestBody(
   }));
   if (checkBreakpoints({ tools, system, messages }) === 0 && options.autoCache)
     markStablePrefix({ tools, system, messages });
-  const share = thinkingShare(request, model, messages);
+  const thinking = claudeThinking(request, model, messages);
   const fixed = {
     model: model.providerModel,
     messages,
@@ -172,22 +172,29 @@ export function anthropicRequestBody(
       tools,
       tool_choice: anthropicToolChoice(request.tool_choice ?? 'auto', request.parallel_tool_calls === false),
     }),
-    ...(schema !== undefined && { output_config: { format: { type: 'json_schema', schema } } }),
+    ...((schema !== undefined || (thinking && 'effort' in thinking)) && {
+      output_config: {
+        ...(schema !== undefined && { format: { type: 'json_schema', schema } }),
+        ...(thinking && 'effort' in thinking && { effort: thinking.effort }),
+      },
+    }),
     // Too long for Anthropic, the id is left out, not cut (cut ids could merge users): it only helps
     // Anthropic tell users apart, not worth the 400 it would make of the request.
     ...(request.user && request.user.length <= MAX_USER_ID && { metadata: { user_id: request.user } }),
     stream: true,
   };
   return ({ outputTokens }) => {
-    const budget = share === undefined ? undefined : thinkingBudget(share, outputTokens);
+    const budget = thinking && 'share' in thinking ? thinkingBudget(thinking.share, outputTokens) : undefined;
+    const thinks = budget !== undefined || (thinking !== undefined && 'effort' in thinking);
     return {
       ...fixed,
-      ...(budget === undefined && { messages: withoutThinking(messages) }),
+      ...(!thinks && { messages: withoutThinking(messages) }),
       max_tokens: outputTokens,
-      ...(budget === undefined
+      ...(!thinks
         ? sampling(request)
         : {
-            thinking: { type: 'enabled', budget_tokens: budget },
+            thinking:
+              budget === undefined ? { type: 'adaptive' } : { type: 'enabled', budget_tokens: budget },
             // With thinking Anthropic refuses temperature and top_k, and a top_p below 0.95.
             ...(request.top_p != null &&
               request.top_p >= MIN_TOP_P_WITH_THINKING && { top_p: request.top_p }),

@@ -1,5 +1,6 @@
 /**
- * `reasoning_effort` as Claude's extended thinking, as OpenRouter maps it: a thinking budget of a
+ * `reasoning_effort` as Claude's extended thinking. Claude 4.6 and later: adaptive thinking at an
+ * `output_config.effort`. Earlier models, as OpenRouter maps it: a thinking budget of a
  * share of the output limit (`minimal` 10%, `low` 20%, `medium` 50%, `high` 80%, `xhigh` 95%), at
  * least the 1,024 tokens Anthropic requires and below the limit, with at least 1,024 left for the
  * answer. Thinking counts against `max_tokens` and is billed as output.
@@ -20,8 +21,23 @@ const EFFORT_SHARES: Record<string, number> = {
 const MIN_BUDGET = 1_024;
 const MIN_ANSWER = 1_024;
 
-/** Claude models with extended thinking: 3.7 Sonnet and every Claude 4 model. */
+/** Claude models with extended thinking by budget: 3.7 Sonnet and the Claude 4 models before 4.6. */
 const THINKING_MODELS = /^claude-(3-7-sonnet|sonnet-4|opus-4|haiku-4)/;
+
+/**
+ * Claude 4.6 and later think adaptively, steered by `output_config.effort`: the later ones refuse a
+ * budget (400), on 4.6 and 4.7 it is deprecated.
+ */
+const ADAPTIVE_MODELS = /^claude-(\w+-(4-[6-9]|[5-9])|fable|mythos)/;
+
+/** OpenAI's efforts as Anthropic's (`max` only some models take, so `xhigh` stays `high`). */
+const ADAPTIVE_EFFORTS: Record<string, 'low' | 'medium' | 'high'> = {
+  minimal: 'low',
+  low: 'low',
+  medium: 'medium',
+  high: 'high',
+  xhigh: 'high',
+};
 
 /**
  * Anthropic wants the thinking blocks of an assistant turn that called tools passed back while the
@@ -33,21 +49,29 @@ export interface ThinkingTurn {
   content: Array<{ type: string }>;
 }
 
-/** The share of the output limit `request` asks Claude to think with; undefined for no thinking. */
-export function thinkingShare(
+/** How `request` asks Claude to think: a share of the output limit, an adaptive effort, or not at all. */
+export type ClaudeThinking = { share: number } | { effort: 'low' | 'medium' | 'high' } | undefined;
+
+export function claudeThinking(
   request: ChatRequest,
   model: CatalogModel,
   turns: ThinkingTurn[],
-): number | undefined {
+): ClaudeThinking {
   const effort = request.reasoning_effort;
-  if (effort == null || effort === 'none' || !THINKING_MODELS.test(model.providerModel)) return undefined;
+  if (effort == null || effort === 'none') return undefined;
+  const adaptive = ADAPTIVE_MODELS.test(model.providerModel);
+  if (!adaptive && !THINKING_MODELS.test(model.providerModel)) return undefined;
   const choice = request.tool_choice;
   if ((request.tools?.length ?? 0) > 0 && (choice === 'required' || typeof choice === 'object'))
     throw new UntranslatableRequestError(
       'reasoning_effort',
       'cannot be given with tool_choice "required" or a named function for Claude models: extended thinking takes only "auto" or "none"',
     );
-  return inToolLoopWithoutThinking(turns) ? undefined : EFFORT_SHARES[effort];
+  if (inToolLoopWithoutThinking(turns)) return undefined;
+  const anthropicEffort = ADAPTIVE_EFFORTS[effort];
+  const share = EFFORT_SHARES[effort];
+  if (adaptive) return anthropicEffort === undefined ? undefined : { effort: anthropicEffort };
+  return share === undefined ? undefined : { share };
 }
 
 function inToolLoopWithoutThinking(turns: ThinkingTurn[]): boolean {

@@ -84,6 +84,7 @@ describe('the shipped catalog read by the official openai client', () => {
         'parallel_tool_calls',
         'response_format',
         'structured_outputs',
+        'reasoning',
       ],
       sampling: { parameters: [], not_together: [] },
       pricing: {

@@ -201,3 +201,78 @@ describe('reasoning_effort for Claude', () => {
     expect(sent()).not.toHaveProperty('thinking');
   });
 });
+
+describe('reasoning_effort for Claude models that think adaptively (Claude 4.6 and later)', () => {
+  const ADAPTIVE = 'anthropic/claude-sonnet-5.5';
+  const ask = (body: Record<string, unknown>) =>
+    h.client.chat.completions.create({
+      model: ADAPTIVE,
+      messages: [{ role: 'user', content: 'Greet me.' }],
+      ...body,
+    } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+
+  test('each effort is sent as adaptive thinking with output_config.effort, never a budget the model refuses', async () => {
+    for (const [effort, anthropic] of [
+      ['minimal', 'low'],
+      ['low', 'low'],
+      ['medium', 'medium'],
+      ['high', 'high'],
+      ['xhigh', 'high'],
+    ]) {
+      h.anthropic.script({
+        thinking: THINKING,
+        text: 'Hello.',
+        usage: { input_tokens: 12, output_tokens: 30 },
+      });
+      const answer = await ask({ reasoning_effort: effort, max_tokens: 10_000, temperature: 0.3 });
+      expect(sent()).toMatchObject({
+        max_tokens: 10_000,
+        thinking: { type: 'adaptive' },
+        output_config: { effort: anthropic },
+      });
+      expect(sent().thinking).not.toHaveProperty('budget_tokens');
+      expect(sent()).not.toHaveProperty('temperature');
+      expect(answer.choices[0]!.message).toMatchObject({ content: 'Hello.', reasoning: THINKING });
+      expect(answer.usage).toMatchObject({
+        completion_tokens: 30,
+        completion_tokens_details: { reasoning_tokens: 11 },
+      });
+    }
+  });
+
+  test('with a JSON schema, the effort goes beside the format in one output_config', async () => {
+    h.anthropic.script({ text: '{"ok":true}', usage: { input_tokens: 12, output_tokens: 5 } });
+    const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, additionalProperties: false };
+    await ask({
+      reasoning_effort: 'low',
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', schema } },
+    });
+    expect(sent().output_config).toEqual({ format: { type: 'json_schema', schema }, effort: 'low' });
+  });
+
+  test('none, or no effort: no thinking or effort is sent', async () => {
+    for (const body of [{ reasoning_effort: 'none' }, {}]) {
+      h.anthropic.script({ text: 'Hello.', usage: { input_tokens: 12, output_tokens: 2 } });
+      await ask(body);
+      expect(sent()).not.toHaveProperty('thinking');
+      expect(sent()).not.toHaveProperty('output_config');
+    }
+  });
+
+  test('the simulator refuses a thinking budget for such a model, as Anthropic does', async () => {
+    const response = await fetch(`${h.anthropic.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': 'test', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({
+        model: 'claude-sonnet-5-5',
+        max_tokens: 4096,
+        thinking: { type: 'enabled', budget_tokens: 2048 },
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    });
+    expect(response.status).toBe(400);
+    expect(JSON.stringify(await response.json())).toContain(
+      'thinking.type.enabled is not supported for this model',
+    );
+  });
+});
