@@ -9,7 +9,7 @@ import { encodeFunctionData, erc20Abi, type Hex, size, toHex } from 'viem';
 import { generatePrivateKey } from 'viem/accounts';
 import { createLocalWalletClient, createPayerAccount, type LocalChain } from '../devkit/chain/index.js';
 import { buildSessionDelegation } from '../src/client/index.js';
-import { redeemDelegationsCalldata } from '../src/payments/delegation-framework.js';
+import { redeemDelegationsCalldata } from '../src/payments/chain/delegation-framework.js';
 
 /** One batch size's gas per payer settlement (the transaction's gas over its payers). */
 export interface BatchedGas {

@@ -37,15 +37,15 @@ import {
   readLedgerSnapshot,
   relayerFunds,
 } from './observability/index.js';
-import { balanceReader } from './payments/balances.js';
-import { createChainClient, delegationEnvironment } from './payments/chain-client.js';
-import { createPaymentGate } from './payments/gate.js';
-import { localInFlightLimiter } from './payments/in-flight.js';
-import { redisInFlightLimiter } from './payments/in-flight-redis.js';
-import { storeOnceSends } from './payments/once-sends.js';
-import { storeSendLock } from './payments/relayer.js';
-import { createSessionRail } from './payments/session-rail.js';
-import { localHourlyCounter, redisHourlyCounter, unprovenPolicy } from './payments/unproven.js';
+import { createPaymentGate } from './payments/admission/gate.js';
+import { localInFlightLimiter } from './payments/admission/in-flight.js';
+import { redisInFlightLimiter } from './payments/admission/in-flight-redis.js';
+import { localHourlyCounter, redisHourlyCounter, unprovenPolicy } from './payments/admission/unproven.js';
+import { balanceReader } from './payments/chain/balances.js';
+import { createChainClient, delegationEnvironment } from './payments/chain/chain-client.js';
+import { storeOnceSends } from './payments/chain/once-sends.js';
+import { storeSendLock } from './payments/chain/relayer.js';
+import { createSessionRail } from './payments/session/session-rail.js';
 import { createX402Rail, gatewayFacilitator } from './payments/x402/index.js';
 import { createProviderRegistry } from './providers/registry.js';
 import type { PaymentGate, UsageRecorder } from './services/chat-contracts.js';

@@ -22,7 +22,7 @@ import {
   GatewayError,
   type SessionTerms,
 } from '../../src/client/index.js';
-import { deployedEnvironment } from '../../src/payments/delegation-framework.js';
+import { deployedEnvironment } from '../../src/payments/chain/delegation-framework.js';
 import type { LocalStackFacts } from './facts.js';
 import { defaultDataDir, stackFactsPath } from './paths.js';
 

@@ -7,7 +7,7 @@ import {
 import { createCaveatBuilder, encodeDelegations, generateSalt } from '@metamask/smart-accounts-kit/utils';
 import { type Address, type Hex, hexToNumber, numberToHex, type PublicClient } from 'viem';
 import type { PrivateKeyAccount } from 'viem/accounts';
-import { currentDelegatorNonce } from '../../src/payments/delegation-framework.js';
+import { currentDelegatorNonce } from '../../src/payments/chain/delegation-framework.js';
 
 /**
  * An ERC-7715 `wallet_requestExecutionPermissions` request for an `erc20-token-periodic` permission, in

@@ -27,7 +27,7 @@ import {
   type PayerAccount,
   usdcBalance,
 } from '../../devkit/chain/index.js';
-import { DELEGATOR_PROXY_CODE_HASH } from '../../src/payments/delegator-account.js';
+import { DELEGATOR_PROXY_CODE_HASH } from '../../src/payments/chain/delegator-account.js';
 
 let local: LocalChain;
 let gateway: LocalWalletClient;

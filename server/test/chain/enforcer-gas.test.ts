@@ -35,7 +35,7 @@ import {
   usdcBalance,
 } from '../../devkit/chain/index.js';
 import { buildSessionDelegation } from '../../src/client/index.js';
-import { ROOT_AUTHORITY } from '../../src/payments/delegation-framework.js';
+import { ROOT_AUTHORITY } from '../../src/payments/chain/delegation-framework.js';
 
 // The gas of one settlement (`redeemDelegations` of a payer's session delegation) per caveat set, on
 // the kit's Delegation Framework deployment: the set the gateway used to ask for, the set its client

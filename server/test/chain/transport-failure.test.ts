@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createPublicClient, http, parseAbi } from 'viem';
 import { afterEach, describe, expect, test } from 'vitest';
-import { isTransportFailure } from '../../src/payments/chain-client.js';
+import { isTransportFailure } from '../../src/payments/chain/chain-client.js';
 
 // Which node errors mean "retry later" (a 503) and which are an answer (a refusal), through viem's
 // own error classes: a JSON-RPC endpoint answers each call as the test says.

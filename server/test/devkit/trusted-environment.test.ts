@@ -2,7 +2,7 @@ import type { SmartAccountsEnvironment } from '@metamask/smart-accounts-kit';
 import { expect, test } from 'vitest';
 import { trustedEnvironment } from '../../devkit/stack/authorize-owner.js';
 import type { SessionTerms } from '../../src/client/index.js';
-import { deployedEnvironment } from '../../src/payments/delegation-framework.js';
+import { deployedEnvironment } from '../../src/payments/chain/delegation-framework.js';
 
 const NO_OP = '0x000000000000000000000000000000000000dead';
 

@@ -18,7 +18,7 @@ import type { Simulator } from '../../devkit/simulators/simulator-server.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { authorizeWithSmartAccount } from '../../src/client/index.js';
 import type { GatewayConfig, LimitsConfig } from '../../src/config.js';
-import type { LedgerReconciliation } from '../../src/payments/reconcile-ledger.js';
+import type { LedgerReconciliation } from '../../src/payments/outbox/reconcile-ledger.js';
 import { openStore, type Store } from '../../src/store/database.js';
 import { migrateToLatest } from '../../src/store/migrate.js';
 import { chainGatewayConfig } from '../support/chain-gateway.js';

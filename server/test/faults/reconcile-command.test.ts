@@ -7,7 +7,7 @@ import {
   type LedgerReconciliation,
   type MismatchKind,
   reconcileLedger,
-} from '../../src/payments/reconcile-ledger.js';
+} from '../../src/payments/outbox/reconcile-ledger.js';
 import { transferAuthorization } from '../chain/authorizations.js';
 import { runReconcileCommand } from '../support/reconcile-command.js';
 import { chat, freshEoa, fundedEoa, landTransfer, useX402Stack } from '../x402/harness.js';

@@ -1,5 +1,8 @@
 import { describe, expect, test } from 'vitest';
-import { formatReconciliation, type LedgerReconciliation } from '../../src/payments/reconcile-ledger.js';
+import {
+  formatReconciliation,
+  type LedgerReconciliation,
+} from '../../src/payments/outbox/reconcile-ledger.js';
 
 const checked = (count: number): LedgerReconciliation['checked'] => ({
   payers: count,

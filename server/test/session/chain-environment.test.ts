@@ -5,7 +5,7 @@ import { getAddress } from 'viem';
 import { afterAll, describe, expect, test } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { delegationEnvironment } from '../../src/payments/chain-client.js';
+import { delegationEnvironment } from '../../src/payments/chain/chain-client.js';
 import { testConfig } from '../support/config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'paygate-environment-'));

@@ -3,7 +3,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
 import { recordUsage } from '../../src/billing/ledger.js';
 import { markSettlementSent, openSettlement } from '../../src/billing/settlements.js';
-import { createCollector } from '../../src/payments/collector.js';
+import { createCollector } from '../../src/payments/session/collector.js';
 import type { Store } from '../../src/store/database.js';
 import { testDialects, withTestStore } from '../support/db.js';
 import { completedRequest } from '../support/usage-entries.js';

@@ -3,9 +3,9 @@ import { afterAll, describe, expect, onTestFinished, test, vi } from 'vitest';
 import { emptyUsdc, type LocalChain, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { markSettlementSent, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
-import { createChainClient } from '../../src/payments/chain-client.js';
-import { type CollectorOptions, createCollector } from '../../src/payments/collector.js';
-import { settlementBatcher } from '../../src/payments/settlement-batch.js';
+import { createChainClient } from '../../src/payments/chain/chain-client.js';
+import { type CollectorOptions, createCollector } from '../../src/payments/session/collector.js';
+import { settlementBatcher } from '../../src/payments/session/settlement-batch.js';
 import { completedRequest } from '../support/usage-entries.js';
 import {
   type AnthropicStep,

@@ -37,9 +37,9 @@ import {
   redeemDelegationCalldata,
   SIGNABLE_DELEGATION_TYPED_DATA,
   toDelegationStruct,
-} from '../../src/payments/delegation-framework.js';
-import { ACCEPTED_ENFORCERS } from '../../src/payments/delegation-policy.js';
-import { revertReason } from '../../src/payments/revert-reason.js';
+} from '../../src/payments/chain/delegation-framework.js';
+import { revertReason } from '../../src/payments/chain/revert-reason.js';
+import { ACCEPTED_ENFORCERS } from '../../src/payments/session/delegation-policy.js';
 
 const environment = getSmartAccountsEnvironment(8453);
 const bytes = (minLength: number, maxLength: number) =>

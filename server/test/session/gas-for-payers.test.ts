@@ -2,8 +2,8 @@ import { describe, expect, onTestFinished, test } from 'vitest';
 import { type LocalChain, type PayerAccount, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { createChainClient } from '../../src/payments/chain-client.js';
-import { createCollector } from '../../src/payments/collector.js';
+import { createChainClient } from '../../src/payments/chain/chain-client.js';
+import { createCollector } from '../../src/payments/session/collector.js';
 import { completedRequest } from '../support/usage-entries.js';
 import {
   type AnthropicStep,

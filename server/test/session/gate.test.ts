@@ -4,10 +4,14 @@ import { describe, expect, onTestFinished, test, vi } from 'vitest';
 import { debtOf, recordUsage } from '../../src/billing/ledger.js';
 import { confirmSettlement, openSettlement } from '../../src/billing/settlements.js';
 import { ApiError } from '../../src/http/errors.js';
-import { createPaymentGate, type IdentifiedPayer, type PaymentMethod } from '../../src/payments/gate.js';
-import { localInFlightLimiter } from '../../src/payments/in-flight.js';
-import { sessionPaymentMethod } from '../../src/payments/session-method.js';
-import { localHourlyCounter, unprovenPolicy } from '../../src/payments/unproven.js';
+import {
+  createPaymentGate,
+  type IdentifiedPayer,
+  type PaymentMethod,
+} from '../../src/payments/admission/gate.js';
+import { localInFlightLimiter } from '../../src/payments/admission/in-flight.js';
+import { localHourlyCounter, unprovenPolicy } from '../../src/payments/admission/unproven.js';
+import { sessionPaymentMethod } from '../../src/payments/session/session-method.js';
 import type { Admission, AdmissionRequest } from '../../src/services/chat-contracts.js';
 import type { Store } from '../../src/store/database.js';
 import { revokeSession } from '../../src/store/sessions.js';

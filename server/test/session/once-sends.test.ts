@@ -2,8 +2,8 @@ import { type Hex, keccak256, parseGwei, toHex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createLocalChain, type LocalChain } from '../../devkit/chain/index.js';
-import { storeOnceSends } from '../../src/payments/once-sends.js';
-import { createRelayer } from '../../src/payments/relayer.js';
+import { storeOnceSends } from '../../src/payments/chain/once-sends.js';
+import { createRelayer } from '../../src/payments/chain/relayer.js';
 import type { Store } from '../../src/store/database.js';
 import { testDialects, withTestStore } from '../support/db.js';
 

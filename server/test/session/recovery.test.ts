@@ -14,10 +14,10 @@ import {
   settlementsOf,
 } from '../../src/billing/settlements.js';
 import type { GatewayConfig } from '../../src/config.js';
-import { type ChainClient, createChainClient } from '../../src/payments/chain-client.js';
+import { type ChainClient, createChainClient } from '../../src/payments/chain/chain-client.js';
 import { OUTBOX_FAILURES } from '../../src/payments/outbox/reconcile.js';
-import { findSession } from '../../src/payments/session-records.js';
-import { settlementCall } from '../../src/payments/session-settlement.js';
+import { findSession } from '../../src/payments/session/session-records.js';
+import { settlementCall } from '../../src/payments/session/session-settlement.js';
 import { openStore, type Store } from '../../src/store/database.js';
 import {
   type AnthropicStep,

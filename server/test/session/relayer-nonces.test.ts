@@ -3,7 +3,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { rpc } from '../../devkit/chain/anvil.js';
 import { createLocalChain, type LocalChain } from '../../devkit/chain/index.js';
-import { createRelayer, storeSendLock } from '../../src/payments/relayer.js';
+import { createRelayer, storeSendLock } from '../../src/payments/chain/relayer.js';
 import type { Store } from '../../src/store/database.js';
 import { testDialects, withTestStore } from '../support/db.js';
 

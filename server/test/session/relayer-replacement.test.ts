@@ -2,7 +2,7 @@ import { type Hex, parseGwei, parseTransaction } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createLocalChain, type LocalChain } from '../../devkit/chain/index.js';
-import { createRelayer, offeredFees, replacementFees } from '../../src/payments/relayer.js';
+import { createRelayer, offeredFees, replacementFees } from '../../src/payments/chain/relayer.js';
 
 // What the gateway pays to unstick a transaction: the market's fees, raised enough for nodes to
 // accept the replacement, and nothing while the market asks no more than the transaction offers.

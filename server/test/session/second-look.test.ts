@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest';
-import { onSecondLook } from '../../src/payments/relayer.js';
+import { onSecondLook } from '../../src/payments/chain/relayer.js';
 
 /** A chain whose last two blocks are `blockSeconds` apart, polled every 10 ms. */
 function chainWithBlocksEvery(blockSeconds: number) {

@@ -1,6 +1,6 @@
 import type { Address } from 'viem';
 import type { LocalChain } from '../../devkit/chain/index.js';
-import { type LedgerReconciliation, reconcileLedger } from '../../src/payments/reconcile-ledger.js';
+import { type LedgerReconciliation, reconcileLedger } from '../../src/payments/outbox/reconcile-ledger.js';
 import type { Store } from '../../src/store/database.js';
 
 /** USDC atomic units the payer paid, by its confirmed settlements. */

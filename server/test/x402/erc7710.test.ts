@@ -12,7 +12,7 @@ import { describe, expect, test } from 'vitest';
 import { createPayerAccount, type PayerAccount, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { GAS_CAPS } from '../../src/payments/gas-caps.js';
+import { GAS_CAPS } from '../../src/payments/chain/gas-caps.js';
 import {
   chatBody,
   LARGER,

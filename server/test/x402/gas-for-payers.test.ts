@@ -9,8 +9,8 @@ import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/Ine
 import type { ContractArtifact } from '../../devkit/contracts/compile.js';
 import { recordUsages } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { createChainClient } from '../../src/payments/chain-client.js';
-import { GAS_CAPS } from '../../src/payments/gas-caps.js';
+import { createChainClient } from '../../src/payments/chain/chain-client.js';
+import { GAS_CAPS } from '../../src/payments/chain/gas-caps.js';
 import { inProcessFacilitator } from '../../src/payments/x402/facilitator.js';
 import { completedRequest } from '../support/usage-entries.js';
 import {

@@ -2,7 +2,7 @@ import { type Address, concat } from 'viem';
 import { expect, test } from 'vitest';
 import { artifact as gasHungryDelegator } from '../../devkit/contracts/artifacts/GasHungryDelegator.js';
 import { debtOf } from '../../src/billing/ledger.js';
-import { GAS_CAPS } from '../../src/payments/gas-caps.js';
+import { GAS_CAPS } from '../../src/payments/chain/gas-caps.js';
 import { chat, freshEoa, proofFor, SMALL_COST, sendProof, useX402Stack } from './harness.js';
 
 // The gateway reaches the chain through a proxy: the test holds its calls at the step it aims at.

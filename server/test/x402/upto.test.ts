@@ -13,7 +13,7 @@ import { createLocalWalletClient, mintUsdc, testUsdcAbi, usdcBalance } from '../
 import { permit2Address } from '../../devkit/contracts/permit2.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { openSettlement, type Settlement, settlementsOf } from '../../src/billing/settlements.js';
-import { GAS_CAPS } from '../../src/payments/gas-caps.js';
+import { GAS_CAPS } from '../../src/payments/chain/gas-caps.js';
 import { recordAuthorization } from '../../src/payments/x402/authorizations.js';
 import type { UptoPayload } from '../../src/payments/x402/upto.js';
 import { startGateway, temporaryDatabase } from '../support/chain-gateway.js';

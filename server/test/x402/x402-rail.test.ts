@@ -14,7 +14,7 @@ import { beforeAll, describe, expect, test } from 'vitest';
 import { createPayerAccount, emptyUsdc, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { createChainClient } from '../../src/payments/chain-client.js';
+import { createChainClient } from '../../src/payments/chain/chain-client.js';
 import { createX402Rail, type PaymentFacilitator } from '../../src/payments/x402/index.js';
 import type { AdmissionRequest } from '../../src/services/chat-contracts.js';
 import { transferAuthorization } from '../chain/authorizations.js';

@@ -23,10 +23,10 @@ import {
   isAddressEqual,
   isHash,
 } from 'viem';
-import { type ChainClient, isTransportFailure } from '../chain-client.js';
-import { delegatorCode } from '../delegator-account.js';
-import { cappedGasLimit, GasCapExceededError } from '../gas-caps.js';
-import { BroadcastError, NONCE_ATTEMPTS } from '../relayer.js';
+import { type ChainClient, isTransportFailure } from '../chain/chain-client.js';
+import { delegatorCode } from '../chain/delegator-account.js';
+import { cappedGasLimit, GasCapExceededError } from '../chain/gas-caps.js';
+import { BroadcastError, NONCE_ATTEMPTS } from '../chain/relayer.js';
 import { isErc7710Payload, settleErc7710, verifyErc7710 } from './erc7710.js';
 
 // x402's own default wait for a settlement's receipt.

@@ -1,4 +1,4 @@
-import type { ChainClient } from '../chain-client.js';
+import type { ChainClient } from '../chain/chain-client.js';
 import { inProcessFacilitator, type PaymentFacilitator, remoteFacilitator } from './facilitator.js';
 
 export type { PaymentFacilitator } from './facilitator.js';

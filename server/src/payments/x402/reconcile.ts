@@ -20,7 +20,9 @@ import {
 import { relayerCost } from '../../observability/index.js';
 import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
-import type { ChainClient } from '../chain-client.js';
+import type { ChainClient } from '../chain/chain-client.js';
+import { BroadcastError } from '../chain/relayer.js';
+import { paysTreasury } from '../chain/treasury-transfer.js';
 import {
   awaitIfKnown,
   awaitReceipt,
@@ -28,8 +30,6 @@ import {
   type OutboxDeps,
   signedTransactionOf,
 } from '../outbox/reconcile.js';
-import { BroadcastError } from '../relayer.js';
-import { paysTreasury } from '../treasury-transfer.js';
 import {
   authorizationOfSettlement,
   markAuthorizationUsed,

@@ -16,9 +16,9 @@ import type { SettlementMetrics } from '../../observability/index.js';
 import type { AdmissionRequest } from '../../services/chat-contracts.js';
 import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
-import type { ChainClient } from '../chain-client.js';
-import { planRequest } from '../exposure.js';
-import type { IdentifiedPayer } from '../gate.js';
+import { planRequest } from '../admission/exposure.js';
+import type { IdentifiedPayer } from '../admission/gate.js';
+import type { ChainClient } from '../chain/chain-client.js';
 import {
   attachAuthorization,
   forgetUnusedAuthorization,

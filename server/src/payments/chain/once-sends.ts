@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import type { Store } from '../store/database.js';
+import type { Store } from '../../store/database.js';
 import type { SignedTransaction } from './relayer.js';
 
 /** What the relayer's `submitOnce` sent under a key, and when. */

@@ -1,9 +1,9 @@
 import { parseArgs } from 'node:util';
 import { BaseError, createPublicClient, http, webSocket } from 'viem';
-import { economicsReport, formatEconomics, picoUsdPerEth } from '../billing/economics-report.js';
-import { defaultEconomicsFrom } from '../billing/operator-reports.js';
-import { ConfigError, loadReconcileConfig } from '../config.js';
-import { openStore } from '../store/database.js';
+import { economicsReport, formatEconomics, picoUsdPerEth } from '../../billing/economics-report.js';
+import { defaultEconomicsFrom } from '../../billing/operator-reports.js';
+import { ConfigError, loadReconcileConfig } from '../../config.js';
+import { openStore } from '../../store/database.js';
 import { formatReconciliation, reconcileLedger } from './reconcile-ledger.js';
 
 const USAGE = `npm run reconcile -- [--from-block N] [--to-block N] [--since DATE] [--until DATE] [--eth-usd PRICE] [--json]

@@ -1,9 +1,9 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Address } from 'viem';
-import { hasPaid } from '../billing/settlements.js';
-import { ApiError } from '../http/errors.js';
-import type { Store } from '../store/database.js';
+import { hasPaid } from '../../billing/settlements.js';
+import { ApiError } from '../../http/errors.js';
+import type { Store } from '../../store/database.js';
 
 // A payer that never paid may be a fresh key made to be served once and never pay: a balance read
 // races with the payer moving its funds. Each such payer is held to a small worst case, and all of

@@ -1,18 +1,18 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Address } from 'viem';
-import { type Caller, sessionOver } from '../auth/jwt.js';
-import { debtOf, owedAtomicIfKnown } from '../billing/ledger.js';
-import { formatUsdcAtomic } from '../billing/money.js';
-import { sessionStanding, settlementsOf } from '../billing/settlements.js';
-import { ApiError } from '../http/errors.js';
-import type { AdmissionRequest } from '../services/chat-contracts.js';
-import type { Shortfall } from './exposure.js';
-import type { PaymentMethod, Spending } from './gate.js';
+import { type Caller, sessionOver } from '../../auth/jwt.js';
+import { debtOf, owedAtomicIfKnown } from '../../billing/ledger.js';
+import { formatUsdcAtomic } from '../../billing/money.js';
+import { sessionStanding, settlementsOf } from '../../billing/settlements.js';
+import { ApiError } from '../../http/errors.js';
+import type { AdmissionRequest } from '../../services/chat-contracts.js';
+import type { Shortfall } from '../admission/exposure.js';
+import type { PaymentMethod, Spending } from '../admission/gate.js';
+import { SettlementRefusedError, SettlementUnavailableError } from '../outbox/settlement-errors.js';
 import { sessionCapLimits, sessionCapsReader } from './session-allowance.js';
 import { findSession, type SessionRecord } from './session-records.js';
 import { type SessionSettlementDeps, type SettledDebt, settleSessionDebt } from './session-settlement.js';
 import type { SettleOnCompletion } from './settle-on-completion.js';
-import { SettlementRefusedError, SettlementUnavailableError } from './settlement-errors.js';
 
 /** The response headers naming the settlement a request triggered (absent when nothing was owed). */
 export const SETTLEMENT_HEADERS = {

@@ -12,8 +12,8 @@ import {
   type TransactionReceipt,
   type WaitForTransactionReceiptParameters,
 } from 'viem';
-import type { Store } from '../store/database.js';
-import { KeyedMutex } from '../store/payer-lock.js';
+import type { Store } from '../../store/database.js';
+import { KeyedMutex } from '../../store/payer-lock.js';
 import { type OnceSends, processOnceSends } from './once-sends.js';
 
 /** A transaction signed by the relayer, not necessarily broadcast. */

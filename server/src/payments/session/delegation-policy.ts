@@ -9,9 +9,9 @@ import {
   size,
   sliceHex,
 } from 'viem';
-import type { AcceptedEnforcer, SessionLimits } from '../client/types.js';
-import { validationError } from '../http/errors.js';
-import { decodeAcceptedCaveat, ROOT_AUTHORITY } from './delegation-framework.js';
+import type { AcceptedEnforcer, SessionLimits } from '../../client/types.js';
+import { validationError } from '../../http/errors.js';
+import { decodeAcceptedCaveat, ROOT_AUTHORITY } from '../chain/delegation-framework.js';
 
 /** What the gateway accepts in a session delegation. */
 export interface SessionPolicy {

@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import type { PayerLock } from '../store/payer-lock.js';
+import type { PayerLock } from '../../store/payer-lock.js';
 import { findSession } from './session-records.js';
 import { type SessionSettlementDeps, settleSessionDebt } from './session-settlement.js';
 

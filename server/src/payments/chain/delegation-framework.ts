@@ -24,7 +24,7 @@ import {
   type PublicClient,
   parseEventLogs,
 } from 'viem';
-import type { AcceptedEnforcer } from '../client/types.js';
+import type { AcceptedEnforcer } from '../../client/types.js';
 
 /** The kit's ROOT_AUTHORITY: a delegation straight from the account, not a redelegation. */
 export const ROOT_AUTHORITY = '0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff';

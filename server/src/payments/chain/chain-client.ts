@@ -20,7 +20,7 @@ import {
   webSocket,
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { type ChainConfig, ConfigError } from '../config.js';
+import { type ChainConfig, ConfigError } from '../../config.js';
 import { deployedEnvironment } from './delegation-framework.js';
 import type { OnceSends } from './once-sends.js';
 import { createRelayer, type Relayer, type SendLock } from './relayer.js';

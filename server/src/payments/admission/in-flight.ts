@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../../http/errors.js';
 
 /** One request's in-flight slot, and what the payer's other requests in flight reserved when it was taken. */
 export interface InFlightSlot {

@@ -10,10 +10,10 @@ import {
   TransactionReceiptNotFoundError,
   type Transport,
 } from 'viem';
-import { formatUsd, formatUsdcAtomic, PICO_PER_ATOMIC } from '../billing/money.js';
-import type { Store } from '../store/database.js';
-import { exactSum, readSum } from '../store/exact-sum.js';
-import type { Database, SettlementStatusColumn } from '../store/schema.js';
+import { formatUsd, formatUsdcAtomic, PICO_PER_ATOMIC } from '../../billing/money.js';
+import type { Store } from '../../store/database.js';
+import { exactSum, readSum } from '../../store/exact-sum.js';
+import type { Database, SettlementStatusColumn } from '../../store/schema.js';
 
 /** What the ledger and the chain disagree on. */
 export type MismatchKind =

@@ -1,15 +1,15 @@
 import type { Address } from 'viem';
-import { type CollectionDue, collectableDebtors, settlementsOf } from '../billing/settlements.js';
-import type { DependencyCheck } from '../http/health-route.js';
-import type { Leadership } from '../store/leadership.js';
-import type { PayerLock } from '../store/payer-lock.js';
-import { pruneUnpaidSessions } from '../store/sessions.js';
-import { shownReason } from './chain-client.js';
-import { finishUnfinishedSettlements } from './outbox/reconcile.js';
+import { type CollectionDue, collectableDebtors, settlementsOf } from '../../billing/settlements.js';
+import type { DependencyCheck } from '../../http/health-route.js';
+import type { Leadership } from '../../store/leadership.js';
+import type { PayerLock } from '../../store/payer-lock.js';
+import { pruneUnpaidSessions } from '../../store/sessions.js';
+import { shownReason } from '../chain/chain-client.js';
+import { finishUnfinishedSettlements } from '../outbox/reconcile.js';
+import { type RefusalReason, SettlementRefusedError } from '../outbox/settlement-errors.js';
+import { finishUnfinishedX402Settlements } from '../x402/reconcile.js';
 import { unexpiredSessions } from './session-records.js';
 import { type SessionSettlementDeps, settleSessionDebt } from './session-settlement.js';
-import { type RefusalReason, SettlementRefusedError } from './settlement-errors.js';
-import { finishUnfinishedX402Settlements } from './x402/reconcile.js';
 
 /** How long a session stays that was never used (no session-rail record of its payer since it was authorized). */
 export const UNUSED_SESSION_LIFETIME_MS = 7 * 86_400_000;

@@ -1,12 +1,12 @@
 import type { Delegation } from '@metamask/smart-accounts-kit';
 import type { Hash, Hex } from 'viem';
-import { markSettlementsSent } from '../billing/settlements.js';
-import type { SettlementMetrics } from '../observability/index.js';
-import type { Store } from '../store/database.js';
-import type { ChainClient } from './chain-client.js';
-import { redeemDelegationsCalldata } from './delegation-framework.js';
-import { cappedGasLimit } from './gas-caps.js';
-import type { SignedTransaction } from './relayer.js';
+import { markSettlementsSent } from '../../billing/settlements.js';
+import type { SettlementMetrics } from '../../observability/index.js';
+import type { Store } from '../../store/database.js';
+import type { ChainClient } from '../chain/chain-client.js';
+import { redeemDelegationsCalldata } from '../chain/delegation-framework.js';
+import { cappedGasLimit } from '../chain/gas-caps.js';
+import type { SignedTransaction } from '../chain/relayer.js';
 
 /** One payer's settlement, simulated alone and ready to be sent with others. */
 export interface BatchItem {

@@ -1,9 +1,9 @@
 import type { Delegation } from '@metamask/smart-accounts-kit';
 import type { Selectable } from 'kysely';
 import { type Address, getAddress, type Hex } from 'viem';
-import type { SessionLimits } from '../client/types.js';
-import type { Store } from '../store/database.js';
-import type { SessionsTable } from '../store/schema.js';
+import type { SessionLimits } from '../../client/types.js';
+import type { Store } from '../../store/database.js';
+import type { SessionsTable } from '../../store/schema.js';
 
 /** A stored session: the payer's signed delegation to the gateway's session key. */
 export interface SessionRecord {

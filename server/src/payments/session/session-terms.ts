@@ -1,14 +1,14 @@
 import { pad } from 'viem';
-import type { SessionTerms } from '../client/types.js';
-import type { ChainClient } from './chain-client.js';
-import { ROOT_AUTHORITY } from './delegation-framework.js';
+import type { SessionTerms } from '../../client/types.js';
+import type { ChainClient } from '../chain/chain-client.js';
+import { ROOT_AUTHORITY } from '../chain/delegation-framework.js';
+import { delegationDomain } from '../chain/delegation-signature.js';
 import {
   acceptedEnforcers,
   MIN_PERIOD_SECONDS,
   MIN_SESSION_SECONDS,
   type SessionPolicy,
 } from './delegation-policy.js';
-import { delegationDomain } from './delegation-signature.js';
 
 /** `GET /v1/authorize`: what a client needs to build and sign a session delegation. */
 export async function sessionTerms(chain: ChainClient, policy: SessionPolicy): Promise<SessionTerms> {

@@ -1,13 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Delegation } from '@metamask/smart-accounts-kit';
 import type { Address, Hex } from 'viem';
-import type { SessionLimits } from '../client/types.js';
-import { ApiError, validationError } from '../http/errors.js';
-import type { Store } from '../store/database.js';
-import { insertSession } from '../store/sessions.js';
-import { type ChainClient, chainErrorReason, isTransportFailure } from './chain-client.js';
-import { currentDelegatorNonce, hashDelegation, isDelegationDisabled } from './delegation-framework.js';
-import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
+import type { SessionLimits } from '../../client/types.js';
+import { ApiError, validationError } from '../../http/errors.js';
+import type { Store } from '../../store/database.js';
+import { insertSession } from '../../store/sessions.js';
+import { type ChainClient, chainErrorReason, isTransportFailure } from '../chain/chain-client.js';
+import {
+  currentDelegatorNonce,
+  hashDelegation,
+  isDelegationDisabled,
+} from '../chain/delegation-framework.js';
 import {
   delegationDomain,
   deploysDeleGator,
@@ -15,9 +18,10 @@ import {
   type RedeemableSignature,
   redeemableSignature,
   verifyDelegationSignature,
-} from './delegation-signature.js';
-import { delegatorCode } from './delegator-account.js';
-import { GAS_CAPS } from './gas-caps.js';
+} from '../chain/delegation-signature.js';
+import { delegatorCode } from '../chain/delegator-account.js';
+import { GAS_CAPS } from '../chain/gas-caps.js';
+import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
 import { findSessionByDelegationHash } from './session-records.js';
 
 export interface SessionRequest {

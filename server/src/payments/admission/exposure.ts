@@ -1,11 +1,11 @@
-import { atomicCovering, formatUsdcAtomic, PICO_PER_ATOMIC } from '../billing/money.js';
+import { atomicCovering, formatUsdcAtomic, PICO_PER_ATOMIC } from '../../billing/money.js';
 import {
   affordableOutputTokens,
   promptTokenBound,
   type WorstCase,
   worstCase,
-} from '../billing/worst-case.js';
-import type { AdmissionRequest } from '../services/chat-contracts.js';
+} from '../../billing/worst-case.js';
+import type { AdmissionRequest } from '../../services/chat-contracts.js';
 
 // The exposure budget: a request is forwarded only when what its payer owes, plus the worst cases of
 // its other requests in flight, plus its own worst case, fits in every limit on what the payer can

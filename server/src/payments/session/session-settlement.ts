@@ -1,19 +1,24 @@
 import { type Address, BaseError, encodeFunctionData, erc20Abi, type Hash, type Hex } from 'viem';
-import { PICO_PER_ATOMIC } from '../billing/money.js';
+import { PICO_PER_ATOMIC } from '../../billing/money.js';
 import {
   failSettlement,
   markSettlementsSent,
   openSettlement,
   type Settlement,
   SettlementInProgressError,
-} from '../billing/settlements.js';
-import type { SettlementOutcome } from '../observability/index.js';
-import { usdcBalanceOf } from './balances.js';
-import { type ChainClient, chainErrorReason } from './chain-client.js';
-import { redeemDelegationCalldata } from './delegation-framework.js';
-import { deploysDeleGator, type PendingDeployment, redeemableSignature } from './delegation-signature.js';
-import { delegatorCode } from './delegator-account.js';
-import { cappedGasLimit, GAS_CAPS, GasCapExceededError, gasCostPicoUsd } from './gas-caps.js';
+} from '../../billing/settlements.js';
+import type { SettlementOutcome } from '../../observability/index.js';
+import { usdcBalanceOf } from '../chain/balances.js';
+import { type ChainClient, chainErrorReason } from '../chain/chain-client.js';
+import { redeemDelegationCalldata } from '../chain/delegation-framework.js';
+import {
+  deploysDeleGator,
+  type PendingDeployment,
+  redeemableSignature,
+} from '../chain/delegation-signature.js';
+import { delegatorCode } from '../chain/delegator-account.js';
+import { cappedGasLimit, GAS_CAPS, GasCapExceededError, gasCostPicoUsd } from '../chain/gas-caps.js';
+import { BroadcastError, NONCE_ATTEMPTS, nodeHolds, onSecondLook } from '../chain/relayer.js';
 import {
   awaitReceipt,
   batchShare,
@@ -21,16 +26,15 @@ import {
   type OutboxDeps,
   reconcileSettlement,
   settleFromReceipt,
-} from './outbox/reconcile.js';
-import { BroadcastError, NONCE_ATTEMPTS, nodeHolds, onSecondLook } from './relayer.js';
-import type { SessionRecord } from './session-records.js';
-import type { BatchItem, BatchSent, SettlementBatcher } from './settlement-batch.js';
+} from '../outbox/reconcile.js';
 import {
   refusalFromRevert,
   SettlementRefusedError,
   SettlementRevertedError,
   SettlementUnavailableError,
-} from './settlement-errors.js';
+} from '../outbox/settlement-errors.js';
+import type { SessionRecord } from './session-records.js';
+import type { BatchItem, BatchSent, SettlementBatcher } from './settlement-batch.js';
 
 /** A confirmed payment of a payer's debt. */
 export interface SettledDebt {
