@@ -37,15 +37,22 @@ import {
   readLedgerSnapshot,
   relayerFunds,
 } from './observability/index.js';
-import { createPaymentGate } from './payments/admission/gate.js';
-import { localInFlightLimiter } from './payments/admission/in-flight.js';
-import { redisInFlightLimiter } from './payments/admission/in-flight-redis.js';
-import { localHourlyCounter, redisHourlyCounter, unprovenPolicy } from './payments/admission/unproven.js';
-import { balanceReader } from './payments/chain/balances.js';
-import { createChainClient, delegationEnvironment } from './payments/chain/chain-client.js';
-import { storeOnceSends } from './payments/chain/once-sends.js';
-import { storeSendLock } from './payments/chain/relayer.js';
-import { createSessionRail } from './payments/session/session-rail.js';
+import {
+  createPaymentGate,
+  localHourlyCounter,
+  localInFlightLimiter,
+  redisHourlyCounter,
+  redisInFlightLimiter,
+  unprovenPolicy,
+} from './payments/admission/index.js';
+import {
+  balanceReader,
+  createChainClient,
+  delegationEnvironment,
+  storeOnceSends,
+  storeSendLock,
+} from './payments/chain/index.js';
+import { createSessionRail } from './payments/session/index.js';
 import { createX402Rail, gatewayFacilitator } from './payments/x402/index.js';
 import { createProviderRegistry } from './providers/registry.js';
 import type { PaymentGate, UsageRecorder } from './services/chat-contracts.js';

@@ -3,8 +3,8 @@ import { formatEther } from 'viem';
 import { defaultEconomicsFrom, economicsByDay, largestDebtors } from '../billing/operator-reports.js';
 import { type SettlementStatus, settlementsIn } from '../billing/settlements.js';
 import { type RelayerFunds, readLedgerSnapshot } from '../observability/index.js';
-import { chainErrorReason } from '../payments/chain/chain-client.js';
-import type { CollectorState } from '../payments/session/collector.js';
+import { chainErrorReason } from '../payments/chain/index.js';
+import type { CollectorState } from '../payments/session/index.js';
 import { graphqlError } from './errors.js';
 import {
   authenticatedCaller,

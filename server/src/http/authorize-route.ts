@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { type Hex, isHex } from 'viem';
 import { authenticateCaller, type CallerChecks, issueAccessToken } from '../auth/jwt.js';
 import { type SessionTerms, SIGNATURE_HEADER } from '../client/types.js';
-import type { SessionAuthorizer } from '../payments/session/session-authorization.js';
+import type { SessionAuthorizer } from '../payments/session/index.js';
 import { success } from './envelope.js';
 import { ApiError, validationError } from './errors.js';
 

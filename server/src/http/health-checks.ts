@@ -16,7 +16,7 @@ import {
   type UpstreamConfig,
 } from '../config.js';
 import type { RelayerFunds, RelayerRunway } from '../observability/index.js';
-import { chainErrorReason } from '../payments/chain/chain-client.js';
+import { chainErrorReason } from '../payments/chain/index.js';
 import type { DependencyCheck, DependencyState } from './health-route.js';
 
 /** The probes of the core: the chain RPC, each built-in provider, the relayer's ETH, and Redis when it is used. */

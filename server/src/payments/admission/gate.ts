@@ -3,7 +3,7 @@ import { type Address, BaseError } from 'viem';
 import { ApiError } from '../../http/errors.js';
 import type { Admission, AdmissionRequest, PaymentGate, PaymentRail } from '../../services/chat-contracts.js';
 import type { PayerLock } from '../../store/payer-lock.js';
-import type { BalanceReader } from '../chain/balances.js';
+import type { BalanceReader } from '../chain/index.js';
 import { type Fit, fitRequest, planRequest, type Shortfall, type SpendingLimit } from './exposure.js';
 import type { InFlightLimiter } from './in-flight.js';
 import type { ExposureTaken, UnprovenPolicy } from './unproven.js';

@@ -18,10 +18,15 @@ import {
 import { type BatchShare, relayerCost, type SettlementMetrics } from '../../observability/index.js';
 import { isStoreUnavailable, type Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
-import { type ChainClient, isTransportFailure } from '../chain/chain-client.js';
-import { redemptionsIn } from '../chain/delegation-framework.js';
-import { BroadcastError, nodeHolds, onSecondLook } from '../chain/relayer.js';
-import { paysTreasury } from '../chain/treasury-transfer.js';
+import {
+  BroadcastError,
+  type ChainClient,
+  isTransportFailure,
+  nodeHolds,
+  onSecondLook,
+  paysTreasury,
+  redemptionsIn,
+} from '../chain/index.js';
 
 export interface OutboxDeps {
   store: Store;

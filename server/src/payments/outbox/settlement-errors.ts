@@ -1,5 +1,5 @@
 import { BaseError, decodeErrorResult, type Hex, isHex, parseAbi } from 'viem';
-import { revertReason } from '../chain/revert-reason.js';
+import { revertReason } from '../chain/index.js';
 
 /** Why the chain refuses a settlement: the payer's side, so the answer is 402. */
 export type RefusalReason =

@@ -4,10 +4,9 @@ import type { DependencyCheck } from '../../http/health-route.js';
 import type { Leadership } from '../../store/leadership.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import { pruneUnpaidSessions } from '../../store/sessions.js';
-import { shownReason } from '../chain/chain-client.js';
-import { finishUnfinishedSettlements } from '../outbox/reconcile.js';
-import { type RefusalReason, SettlementRefusedError } from '../outbox/settlement-errors.js';
-import { finishUnfinishedX402Settlements } from '../x402/reconcile.js';
+import { shownReason } from '../chain/index.js';
+import { finishUnfinishedSettlements, type RefusalReason, SettlementRefusedError } from '../outbox/index.js';
+import { finishUnfinishedX402Settlements } from '../x402/index.js';
 import { unexpiredSessions } from './session-records.js';
 import { type SessionSettlementDeps, settleSessionDebt } from './session-settlement.js';
 

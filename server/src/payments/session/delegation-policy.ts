@@ -11,7 +11,7 @@ import {
 } from 'viem';
 import type { AcceptedEnforcer, SessionLimits } from '../../client/types.js';
 import { validationError } from '../../http/errors.js';
-import { decodeAcceptedCaveat, ROOT_AUTHORITY } from '../chain/delegation-framework.js';
+import { decodeAcceptedCaveat, ROOT_AUTHORITY } from '../chain/index.js';
 
 /** What the gateway accepts in a session delegation. */
 export interface SessionPolicy {

@@ -2,7 +2,7 @@ import type { SessionPaid } from '../../billing/settlements.js';
 import type { SessionLimits } from '../../client/types.js';
 import type { Store } from '../../store/database.js';
 import { periodIndex } from '../../store/sessions.js';
-import type { SpendingLimit } from '../admission/exposure.js';
+import type { SpendingLimit } from '../admission/index.js';
 import { findSession, type SessionRecord } from './session-records.js';
 
 // A settlement is one transfer of everything owed, which the delegation's caveats refuse once it

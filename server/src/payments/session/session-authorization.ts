@@ -5,22 +5,22 @@ import type { SessionLimits } from '../../client/types.js';
 import { ApiError, validationError } from '../../http/errors.js';
 import type { Store } from '../../store/database.js';
 import { insertSession } from '../../store/sessions.js';
-import { type ChainClient, chainErrorReason, isTransportFailure } from '../chain/chain-client.js';
 import {
+  type ChainClient,
+  chainErrorReason,
   currentDelegatorNonce,
+  delegationDomain,
+  delegatorCode,
+  deploysDeleGator,
+  GAS_CAPS,
   hashDelegation,
   isDelegationDisabled,
-} from '../chain/delegation-framework.js';
-import {
-  delegationDomain,
-  deploysDeleGator,
+  isTransportFailure,
   type PendingDeployment,
   type RedeemableSignature,
   redeemableSignature,
   verifyDelegationSignature,
-} from '../chain/delegation-signature.js';
-import { delegatorCode } from '../chain/delegator-account.js';
-import { GAS_CAPS } from '../chain/gas-caps.js';
+} from '../chain/index.js';
 import { checkDelegation, type SessionPolicy } from './delegation-policy.js';
 import { findSessionByDelegationHash } from './session-records.js';
 

@@ -8,31 +8,36 @@ import {
   SettlementInProgressError,
 } from '../../billing/settlements.js';
 import type { SettlementOutcome } from '../../observability/index.js';
-import { usdcBalanceOf } from '../chain/balances.js';
-import { type ChainClient, chainErrorReason } from '../chain/chain-client.js';
-import { redeemDelegationCalldata } from '../chain/delegation-framework.js';
 import {
+  BroadcastError,
+  type ChainClient,
+  cappedGasLimit,
+  chainErrorReason,
+  delegatorCode,
   deploysDeleGator,
+  GAS_CAPS,
+  GasCapExceededError,
+  gasCostPicoUsd,
+  NONCE_ATTEMPTS,
+  nodeHolds,
+  onSecondLook,
   type PendingDeployment,
   redeemableSignature,
-} from '../chain/delegation-signature.js';
-import { delegatorCode } from '../chain/delegator-account.js';
-import { cappedGasLimit, GAS_CAPS, GasCapExceededError, gasCostPicoUsd } from '../chain/gas-caps.js';
-import { BroadcastError, NONCE_ATTEMPTS, nodeHolds, onSecondLook } from '../chain/relayer.js';
+  redeemDelegationCalldata,
+  usdcBalanceOf,
+} from '../chain/index.js';
 import {
   awaitReceipt,
   batchShare,
   OUTBOX_FAILURES,
   type OutboxDeps,
   reconcileSettlement,
-  settleFromReceipt,
-} from '../outbox/reconcile.js';
-import {
   refusalFromRevert,
   SettlementRefusedError,
   SettlementRevertedError,
   SettlementUnavailableError,
-} from '../outbox/settlement-errors.js';
+  settleFromReceipt,
+} from '../outbox/index.js';
 import type { SessionRecord } from './session-records.js';
 import type { BatchItem, BatchSent, SettlementBatcher } from './settlement-batch.js';
 

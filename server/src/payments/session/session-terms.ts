@@ -1,8 +1,6 @@
 import { pad } from 'viem';
 import type { SessionTerms } from '../../client/types.js';
-import type { ChainClient } from '../chain/chain-client.js';
-import { ROOT_AUTHORITY } from '../chain/delegation-framework.js';
-import { delegationDomain } from '../chain/delegation-signature.js';
+import { type ChainClient, delegationDomain, ROOT_AUTHORITY } from '../chain/index.js';
 import {
   acceptedEnforcers,
   MIN_PERIOD_SECONDS,

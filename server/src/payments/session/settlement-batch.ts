@@ -3,10 +3,12 @@ import type { Hash, Hex } from 'viem';
 import { markSettlementsSent } from '../../billing/settlements.js';
 import type { SettlementMetrics } from '../../observability/index.js';
 import type { Store } from '../../store/database.js';
-import type { ChainClient } from '../chain/chain-client.js';
-import { redeemDelegationsCalldata } from '../chain/delegation-framework.js';
-import { cappedGasLimit } from '../chain/gas-caps.js';
-import type { SignedTransaction } from '../chain/relayer.js';
+import {
+  type ChainClient,
+  cappedGasLimit,
+  redeemDelegationsCalldata,
+  type SignedTransaction,
+} from '../chain/index.js';
 
 /** One payer's settlement, simulated alone and ready to be sent with others. */
 export interface BatchItem {

@@ -14,13 +14,18 @@ import {
   isAddressEqual,
   keccak256,
 } from 'viem';
-import { type ChainClient, isTransportFailure } from '../chain/chain-client.js';
-import { ROOT_AUTHORITY } from '../chain/delegation-framework.js';
-import { delegatorCode } from '../chain/delegator-account.js';
-import { cappedGasLimit, GasCapExceededError } from '../chain/gas-caps.js';
-import { BroadcastError, NONCE_ATTEMPTS } from '../chain/relayer.js';
-import { revertReason } from '../chain/revert-reason.js';
-import { paysTreasury } from '../chain/treasury-transfer.js';
+import {
+  BroadcastError,
+  type ChainClient,
+  cappedGasLimit,
+  delegatorCode,
+  GasCapExceededError,
+  isTransportFailure,
+  NONCE_ATTEMPTS,
+  paysTreasury,
+  ROOT_AUTHORITY,
+  revertReason,
+} from '../chain/index.js';
 
 /**
  * x402 `exact` with `assetTransferMethod: "erc7710"`: the proof is a delegation (ERC-7710, the

@@ -23,10 +23,15 @@ import {
   isAddressEqual,
   isHash,
 } from 'viem';
-import { type ChainClient, isTransportFailure } from '../chain/chain-client.js';
-import { delegatorCode } from '../chain/delegator-account.js';
-import { cappedGasLimit, GasCapExceededError } from '../chain/gas-caps.js';
-import { BroadcastError, NONCE_ATTEMPTS } from '../chain/relayer.js';
+import {
+  BroadcastError,
+  type ChainClient,
+  cappedGasLimit,
+  delegatorCode,
+  GasCapExceededError,
+  isTransportFailure,
+  NONCE_ATTEMPTS,
+} from '../chain/index.js';
 import { isErc7710Payload, settleErc7710, verifyErc7710 } from './erc7710.js';
 
 // x402's own default wait for a settlement's receipt.

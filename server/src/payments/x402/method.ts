@@ -17,9 +17,9 @@ import { ApiError } from '../../http/errors.js';
 import type { SettlementMetrics, SettlementOutcome } from '../../observability/index.js';
 import type { AdmissionRequest } from '../../services/chat-contracts.js';
 import type { Store } from '../../store/database.js';
-import type { DebtSettled, IdentifiedPayer, PaymentMethod } from '../admission/gate.js';
-import { type ChainClient, isTransportFailure, shownReason } from '../chain/chain-client.js';
-import { awaitReceipt, type OutboxDeps } from '../outbox/reconcile.js';
+import type { DebtSettled, IdentifiedPayer, PaymentMethod } from '../admission/index.js';
+import { type ChainClient, isTransportFailure, shownReason } from '../chain/index.js';
+import { awaitReceipt, type OutboxDeps } from '../outbox/index.js';
 import { isAuthorizationSeen, recordAuthorization } from './authorizations.js';
 import type { PaymentFacilitator } from './facilitator.js';
 import {

@@ -20,16 +20,14 @@ import {
 import { relayerCost } from '../../observability/index.js';
 import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
-import type { ChainClient } from '../chain/chain-client.js';
-import { BroadcastError } from '../chain/relayer.js';
-import { paysTreasury } from '../chain/treasury-transfer.js';
+import { BroadcastError, type ChainClient, paysTreasury } from '../chain/index.js';
 import {
   awaitIfKnown,
   awaitReceipt,
   finishEach,
   type OutboxDeps,
   signedTransactionOf,
-} from '../outbox/reconcile.js';
+} from '../outbox/index.js';
 import {
   authorizationOfSettlement,
   markAuthorizationUsed,

@@ -11,7 +11,7 @@ import {
 import { type Address, getAddress, isAddress } from 'viem';
 import { ApiError } from '../../http/errors.js';
 import type { Store } from '../../store/database.js';
-import { type ChainClient, isTransportFailure } from '../chain/chain-client.js';
+import { type ChainClient, isTransportFailure } from '../chain/index.js';
 
 /** The request header carrying a signed sign-in (x402 `sign-in-with-x`, CAIP-122). */
 export const SIGN_IN_HEADER = SIGN_IN_WITH_X.toUpperCase();

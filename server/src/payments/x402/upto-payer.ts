@@ -16,9 +16,8 @@ import type { SettlementMetrics } from '../../observability/index.js';
 import type { AdmissionRequest } from '../../services/chat-contracts.js';
 import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
-import { planRequest } from '../admission/exposure.js';
-import type { IdentifiedPayer } from '../admission/gate.js';
-import type { ChainClient } from '../chain/chain-client.js';
+import { type IdentifiedPayer, planRequest } from '../admission/index.js';
+import type { ChainClient } from '../chain/index.js';
 import {
   attachAuthorization,
   forgetUnusedAuthorization,

@@ -1,0 +1,40 @@
+export { type BalanceReader, balanceReader, usdcBalanceOf } from './balances.js';
+export {
+  type ChainClient,
+  chainErrorReason,
+  createChainClient,
+  delegationEnvironment,
+  isTransportFailure,
+  shownReason,
+} from './chain-client.js';
+export {
+  currentDelegatorNonce,
+  decodeAcceptedCaveat,
+  hashDelegation,
+  isDelegationDisabled,
+  ROOT_AUTHORITY,
+  redeemDelegationCalldata,
+  redeemDelegationsCalldata,
+  redemptionsIn,
+} from './delegation-framework.js';
+export {
+  delegationDomain,
+  deploysDeleGator,
+  type PendingDeployment,
+  type RedeemableSignature,
+  redeemableSignature,
+  verifyDelegationSignature,
+} from './delegation-signature.js';
+export { delegatorCode } from './delegator-account.js';
+export { cappedGasLimit, GAS_CAPS, GasCapExceededError, gasCostPicoUsd } from './gas-caps.js';
+export { storeOnceSends } from './once-sends.js';
+export {
+  BroadcastError,
+  NONCE_ATTEMPTS,
+  nodeHolds,
+  onSecondLook,
+  type SignedTransaction,
+  storeSendLock,
+} from './relayer.js';
+export { revertReason } from './revert-reason.js';
+export { paysTreasury } from './treasury-transfer.js';
