@@ -13,6 +13,7 @@ import {
   type GatewayConfig,
 } from './config.js';
 import graphqlRoutes from './graphql/plugin.js';
+import type { DependencyCheck } from './health.js';
 import authorizeRoute from './http/authorize-route.js';
 import { refuseEncodedBodies } from './http/body-encoding.js';
 import chatRoute from './http/chat-route.js';
@@ -20,7 +21,7 @@ import { answerFrameworkError, clientErrorHandler, installErrorHandling } from '
 import { ApiError } from './http/errors.js';
 import { StreamBuffers } from './http/event-stream.js';
 import { coreHealthChecks, probeClient } from './http/health-checks.js';
-import healthRoute, { type DependencyCheck } from './http/health-route.js';
+import healthRoute from './http/health-route.js';
 import { parseJsonBodies } from './http/json-body.js';
 import metricsRoute from './http/metrics-route.js';
 import modelsRoute from './http/models-route.js';

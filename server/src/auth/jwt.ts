@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import fastifyJwt, { type JWT } from '@fastify/jwt';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type Address, getAddress, isAddress } from 'viem';
-import { ApiError } from '../http/errors.js';
+import { GatewayError } from '../errors.js';
 
 /** Claims of a session's access token: the payer's smart account and the session it authorized. */
 export interface AccessClaims {
@@ -87,7 +87,7 @@ export function issueAccessToken(
 
 /**
  * The caller named by `Authorization: Bearer <token>`, or null when there is none.
- * Throws ApiError 401 when a token is given but is not valid, expired, or its session is over.
+ * Throws GatewayError 401 when a token is given but is not valid, expired, or its session is over.
  */
 export async function authenticateCaller(
   request: FastifyRequest,
@@ -102,7 +102,7 @@ export async function authenticateCaller(
 /**
  * The caller a validly signed, unexpired token names, WITHOUT asking whether its session still
  * stands: for the payment gate, which reads that together with the payer's debt once it holds the
- * payer's in-flight slot, and answers `sessionOver()` itself. Throws ApiError 401 otherwise.
+ * payer's in-flight slot, and answers `sessionOver()` itself. Throws GatewayError 401 otherwise.
  */
 export function verifiedCaller(jwt: JWT, header: string | undefined, adminToken?: string): Caller | null {
   if (header === undefined) return null;
@@ -126,7 +126,7 @@ export function verifiedCaller(jwt: JWT, header: string | undefined, adminToken?
 }
 
 /** 401 for a validly signed token whose session was revoked or has expired. */
-export function sessionOver(): ApiError {
+export function sessionOver(): GatewayError {
   return unauthorized('the session of this access token was revoked or has expired; authorize again');
 }
 
@@ -161,6 +161,6 @@ function sameSecret(given: string, expected: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-function unauthorized(message: string): ApiError {
-  return new ApiError(401, 'unauthorized', message, { headers: { 'www-authenticate': 'Bearer' } });
+function unauthorized(message: string): GatewayError {
+  return new GatewayError('unauthorized', message, { headers: { 'www-authenticate': 'Bearer' } });
 }

@@ -1,5 +1,7 @@
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import mercurius, { type MercuriusContext } from 'mercurius';
+import { GatewayError } from '../errors.js';
+import { statusOf } from '../http/errors.js';
 import { isStoreUnavailable } from '../store/database.js';
 
 /** `extensions.code` of every error the endpoint answers with. */
@@ -100,7 +102,11 @@ function formatExecutionError(
   if (typeof given === 'string') return error.toJSON();
   if (error.message.startsWith('Syntax Error')) return withCode(error, 'GRAPHQL_PARSE_FAILED');
   if (isRequestError(error)) return withCode(error, 'BAD_REQUEST');
-  const status = (error.originalError as { statusCode?: unknown } | undefined)?.statusCode;
+  const original = error.originalError;
+  const status =
+    original instanceof GatewayError
+      ? statusOf(original)
+      : (original as { statusCode?: unknown } | undefined)?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) return withCode(error, 'BAD_REQUEST');
   // The database away, or a query it cancelled (DATABASE_QUERY_TIMEOUT_MS): the client may retry.
   if (isStoreUnavailable(error.originalError)) {

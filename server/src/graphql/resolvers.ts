@@ -17,7 +17,7 @@ import {
   usageTotals,
 } from '../billing/reports.js';
 import type { Keyset, Settlement, SettlementStatus } from '../billing/settlements.js';
-import { ApiError } from '../http/errors.js';
+import { GatewayError } from '../errors.js';
 import { completionTokens, promptTokens } from '../providers/usage.js';
 import type { Store } from '../store/database.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
@@ -28,7 +28,7 @@ import { MAX_PAGE_SIZE } from './limits.js';
 export interface LedgerContext {
   store: Store;
   caller: Caller | null;
-  /** Why the credentials were refused (ApiError 401), or the failure checking them. */
+  /** Why the credentials were refused (GatewayError 401), or the failure checking them. */
   authError?: Error;
 }
 
@@ -67,7 +67,8 @@ const DateTime = new GraphQLScalarType<Date, string>({
 
 /** Who is asking; refused when the credentials were not accepted or none were sent. */
 export function authenticatedCaller(context: MercuriusContext): Caller {
-  if (context.authError instanceof ApiError) throw graphqlError('UNAUTHENTICATED', context.authError.message);
+  if (context.authError instanceof GatewayError)
+    throw graphqlError('UNAUTHENTICATED', context.authError.message);
   if (context.authError) throw context.authError;
   if (!context.caller) throw graphqlError('UNAUTHENTICATED', 'send "Authorization: Bearer <access token>"');
   return context.caller;

@@ -5,6 +5,7 @@ import type { ChatRequest } from '../providers/openai-types.js';
 import type { ChatInput, ChatService } from '../services/chat-service.js';
 import { resolveChatRequest } from './chat-request-rules.js';
 import { chatRequestSchema } from './chat-request-schema.js';
+import { errorBody } from './errors.js';
 import { type EventStreamOptions, openEventStream } from './event-stream.js';
 
 export interface ChatRouteOptions {
@@ -58,6 +59,7 @@ export default async function chatRoute(app: FastifyInstance, options: ChatRoute
             streamed = true;
             return openEventStream(reply, options.streams, clientGone.signal);
           },
+          errorEvent: (error) => JSON.stringify({ error: errorBody(error) }),
         },
       };
       const handled = options.chat.handle(input);

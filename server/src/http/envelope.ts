@@ -1,3 +1,5 @@
+import { servedPath } from '../served-path.js';
+
 /** The `ApiResponse<T>` envelope every JSON answer wears, except chat completion bodies. */
 export interface ApiResponse<T> {
   data: T | null;
@@ -15,12 +17,6 @@ export interface ApiErrorBody {
   field?: string;
   /** Extra facts a client can act on (upstream status, amount owed, ...). */
   details?: Record<string, unknown>;
-}
-
-/** The served path, without the query string. */
-export function servedPath(url: string): string {
-  const query = url.indexOf('?');
-  return query === -1 ? url : url.slice(0, query);
 }
 
 function meta(url: string) {

@@ -2,11 +2,13 @@ import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SettlementStateError } from '../billing/settlements.js';
+import { GatewayError } from '../errors.js';
 import type { ShortfallReason } from '../payments/admission/index.js';
 import type { RefusalReason } from '../payments/outbox/index.js';
+import { servedPath } from '../served-path.js';
 import { isStoreUnavailable } from '../store/database.js';
-import { failure, servedPath } from './envelope.js';
-import { ApiError, type ErrorCode } from './errors.js';
+import { failure } from './envelope.js';
+import { ApiError, type ErrorCode, errorBody, statusOf } from './errors.js';
 
 interface SchemaIssue {
   keyword: string;
@@ -63,8 +65,8 @@ function answerError(
   // The request's own stream failed while its body came (its client left, or stalled past
   // REQUEST_TIMEOUT_MS): the client's doing, not a fault (its ECONNRESET is not the database's).
   const apiError = error === request.raw.errored ? BODY_CUT_OFF() : toApiError(error);
-  onRefusal?.(request.routeOptions.url, apiError.statusCode, refusalReason(apiError));
-  if (apiError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+  onRefusal?.(request.routeOptions.url, statusOf(apiError), refusalReason(apiError));
+  if (statusOf(apiError) >= 500) request.log.error({ err: error }, 'request failed');
   else request.log.info({ code: apiError.code, message: apiError.message }, 'request refused');
   return sendError(reply, request, apiError);
 }
@@ -100,7 +102,7 @@ const REFUSAL_REASONS = new Set<string>([
 ] satisfies Array<RefusalReason | ShortfallReason | 'unproven_exposure'>);
 
 /** Why a request was refused, from a bounded set: its `details.reason` (a payment refusal), else its error code. */
-function refusalReason(error: ApiError): string {
+function refusalReason(error: GatewayError): string {
   const reason = error.options.details?.reason;
   if (reason === undefined) return error.code;
   return typeof reason === 'string' && REFUSAL_REASONS.has(reason) ? reason : 'other';
@@ -172,12 +174,12 @@ function pathPattern(url: string): RegExp {
   return new RegExp(`^${source}$`);
 }
 
-export function sendError(reply: FastifyReply, request: FastifyRequest, error: ApiError): FastifyReply {
+export function sendError(reply: FastifyReply, request: FastifyRequest, error: GatewayError): FastifyReply {
   if (error.options.headers) reply.headers(error.options.headers);
   return reply
-    .code(error.statusCode)
+    .code(statusOf(error))
     .type('application/json')
-    .send({ ...error.options.envelopeFields, ...failure(error.toBody(), request.url) });
+    .send({ ...error.options.envelopeFields, ...failure(errorBody(error), request.url) });
 }
 
 const BY_FASTIFY_CODE: Record<string, [number, ErrorCode, string]> = {
@@ -193,8 +195,8 @@ const BY_FASTIFY_CODE: Record<string, [number, ErrorCode, string]> = {
   FST_ERR_BAD_URL: [400, 'validation_error', 'the path is not valid percent-encoding'],
 };
 
-function toApiError(error: FastifyError): ApiError {
-  if (error instanceof ApiError) return error;
+function toApiError(error: FastifyError): GatewayError {
+  if (error instanceof GatewayError) return error;
   if (error.validation)
     return fromSchemaIssues(error.validation as unknown as SchemaIssue[], error.validationContext);
   const known = error.code ? BY_FASTIFY_CODE[error.code] : undefined;

@@ -1,57 +1,67 @@
+import { type ErrorCode, GatewayError, type GatewayErrorOptions } from '../errors.js';
 import type { ApiErrorBody } from './envelope.js';
 
-/** Stable error codes; documented in docs/api.md. */
-export type ErrorCode =
-  | 'validation_error'
-  | 'invalid_json'
-  | 'unsupported_media_type'
-  | 'payload_too_large'
-  | 'request_timeout'
-  | 'unauthorized'
-  | 'payment_required'
-  | 'payment_identifier_used'
-  | 'rate_limited'
-  | 'too_many_in_flight'
-  | 'not_found'
-  | 'method_not_allowed'
-  | 'unsupported_model'
-  | 'provider_error'
-  | 'provider_invalid_request'
-  | 'context_length_exceeded'
-  | 'provider_rate_limited'
-  | 'provider_overloaded'
-  | 'payments_unavailable'
-  | 'service_unavailable'
-  | 'internal_error';
+export { type ErrorCode, validationError } from '../errors.js';
 
-/** An error a client is meant to see: status, stable code, message, and the field at fault. */
-export class ApiError extends Error {
+/** The status each code answers with; `ApiError` names another where http/ needs one (431). */
+const STATUS: Record<ErrorCode, number> = {
+  validation_error: 400,
+  invalid_json: 400,
+  unsupported_media_type: 415,
+  payload_too_large: 413,
+  request_timeout: 408,
+  unauthorized: 401,
+  payment_required: 402,
+  payment_identifier_used: 409,
+  rate_limited: 429,
+  too_many_in_flight: 429,
+  not_found: 404,
+  method_not_allowed: 405,
+  unsupported_model: 400,
+  provider_error: 502,
+  provider_invalid_request: 400,
+  context_length_exceeded: 400,
+  provider_rate_limited: 429,
+  provider_overloaded: 503,
+  payments_unavailable: 503,
+  service_unavailable: 503,
+  internal_error: 500,
+};
+
+/** The HTTP status a gateway error answers with. */
+export function statusOf(error: GatewayError): number {
+  if (error instanceof ApiError) return error.statusCode;
+  if (error.code === 'provider_error' && error.options.timedOut) return 504;
+  return STATUS[error.code];
+}
+
+/** The envelope's `error` member for a gateway error. */
+export function errorBody(error: GatewayError): ApiErrorBody {
+  const body: ApiErrorBody = {
+    code: error.code,
+    message: error.message,
+    type: openAiErrorType(statusOf(error)),
+    param: error.options.field ?? null,
+  };
+  if (error.options.field !== undefined) body.field = error.options.field;
+  if (error.options.details !== undefined) body.details = error.options.details;
+  return body;
+}
+
+/** A gateway error raised by http/ itself, at a status its code alone does not name. */
+export class ApiError extends GatewayError {
   constructor(
     readonly statusCode: number,
-    readonly code: ErrorCode,
+    code: ErrorCode,
     message: string,
-    readonly options: {
-      field?: string;
-      details?: Record<string, unknown>;
-      headers?: Record<string, string>;
-      /** Protocol fields sent beside the envelope's data/error/meta (x402's `x402Version`, `accepts`, `resource`). */
-      envelopeFields?: Record<string, unknown>;
-    } = {},
+    options: GatewayErrorOptions = {},
   ) {
-    super(message);
+    super(code, message, options);
     this.name = 'ApiError';
   }
 
   toBody(): ApiErrorBody {
-    const body: ApiErrorBody = {
-      code: this.code,
-      message: this.message,
-      type: openAiErrorType(this.statusCode),
-      param: this.options.field ?? null,
-    };
-    if (this.options.field !== undefined) body.field = this.options.field;
-    if (this.options.details !== undefined) body.details = this.options.details;
-    return body;
+    return errorBody(this);
   }
 }
 
@@ -61,8 +71,3 @@ function openAiErrorType(status: number): string {
   if (status === 429) return 'rate_limit_error';
   return status >= 500 ? 'server_error' : 'invalid_request_error';
 }
-
-export const validationError = (field: string, message: string) =>
-  new ApiError(400, 'validation_error', message.startsWith(field) ? message : `${field} ${message}`, {
-    field,
-  });

@@ -15,9 +15,9 @@ import {
   type GatewayConfig,
   type UpstreamConfig,
 } from '../config.js';
+import type { DependencyCheck, DependencyState } from '../health.js';
 import type { RelayerFunds, RelayerRunway } from '../observability/index.js';
 import { chainErrorReason } from '../payments/chain/index.js';
-import type { DependencyCheck, DependencyState } from './health-route.js';
 
 /** The probes of the core: the chain RPC, each built-in provider, the relayer's ETH, and Redis when it is used. */
 export function coreHealthChecks(

@@ -1,23 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { DependencyCheck, DependencyState } from '../health.js';
 import { success } from './envelope.js';
-
-/** `warning`: up, but short of something the operator must see to soon (the relayer's ETH). */
-export type DependencyStatus = 'up' | 'down' | 'unconfigured' | 'warning';
-
-export interface DependencyState {
-  status: DependencyStatus;
-  detail?: string;
-  /** Structured state an operator can act on (e.g. the collector's failing payers). */
-  state?: Record<string, unknown>;
-}
-
-export interface DependencyCheck {
-  name: string;
-  /** Whether the gateway is degraded when this dependency is not up (a warning does not degrade it). */
-  critical: boolean;
-  /** Must be cheap: a cached state or a trivial local query, never a provider call. */
-  check(): Promise<DependencyState>;
-}
 
 export interface HealthRouteOptions {
   version: string;

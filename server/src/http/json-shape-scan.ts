@@ -1,5 +1,6 @@
+import type { GatewayError } from '../errors.js';
 import { MAX_FORWARDED_NESTING } from '../providers/nesting.js';
-import { type ApiError, validationError } from './errors.js';
+import { validationError } from './errors.js';
 
 /**
  * Levels a body may nest: twice what forwarded JSON may, well above the 69 levels (from the body's
@@ -64,7 +65,7 @@ export class JsonShapeScan {
   }
 
   /** The next chunk of the body: the refusal once a limit is crossed, else undefined. */
-  take(chunk: Buffer): ApiError | undefined {
+  take(chunk: Buffer): GatewayError | undefined {
     const end = chunk.length;
     // The next quote and backslash past a string's first bytes (-1: none left), each searched once.
     let quote = -2;
@@ -109,7 +110,7 @@ export class JsonShapeScan {
     return undefined;
   }
 
-  private startValue(byte: number): ApiError | undefined {
+  private startValue(byte: number): GatewayError | undefined {
     if (this.depth > 0 && this.entries[this.depth] === 0) {
       this.entries[this.depth] = 1;
       if (++this.values > this.limits.values) return this.tooManyValues();
@@ -136,7 +137,7 @@ export class JsonShapeScan {
     return undefined;
   }
 
-  private nextEntry(): ApiError | undefined {
+  private nextEntry(): GatewayError | undefined {
     if (this.depth === 0) return undefined;
     const entries = (this.entries[this.depth] as number) + 1;
     this.entries[this.depth] = entries;
@@ -169,7 +170,7 @@ export class JsonShapeScan {
     for (let i = from; i < to && key.length <= MAX_NAMED_KEY_BYTES; i++) key.push(chunk[i] as number);
   }
 
-  private tooManyValues(): ApiError {
+  private tooManyValues(): GatewayError {
     return validationError(
       'body',
       `holds more than ${this.limits.values} values (array elements and object members); a body may hold at most ${this.limits.values}`,

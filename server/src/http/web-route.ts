@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ConfigError } from '../config.js';
-import { servedPath } from './envelope.js';
+import { servedPath } from '../served-path.js';
 
 /** Paths the API owns: an unknown one is a 404 envelope, never the dashboard's page. */
 const API_PATHS = /^\/(v1|graphql|health)(\/|$)/;

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Address } from 'viem';
 import type { CatalogModel } from '../catalog/catalog.js';
-import { ApiError } from '../http/errors.js';
+import { GatewayError } from '../errors.js';
 import type { ChatRequest, UsageCost } from '../providers/openai-types.js';
 import type { MeteredUsage } from '../providers/types.js';
 
@@ -45,7 +45,7 @@ export interface Admission {
 
 /**
  * Identifies the payer and enforces the ordering rule: everything it owes is settled before
- * `admit` resolves. Throws ApiError 401/402/429 when it may not proceed.
+ * `admit` resolves. Throws GatewayError 401/402/429 when it may not proceed.
  */
 export interface PaymentGate {
   admit(request: AdmissionRequest): Promise<Admission>;
@@ -95,9 +95,9 @@ export interface UsageRecorder {
 /** The gate of a gateway whose payments are not wired: chat is refused (503), never served for free. */
 export const paymentsUnavailable: PaymentGate & UsageRecorder = {
   async admit() {
-    throw new ApiError(503, 'payments_unavailable', 'payments are not configured on this gateway');
+    throw new GatewayError('payments_unavailable', 'payments are not configured on this gateway');
   },
   async record() {
-    throw new ApiError(503, 'payments_unavailable', 'usage cannot be recorded: payments are not configured');
+    throw new GatewayError('payments_unavailable', 'usage cannot be recorded: payments are not configured');
   },
 };

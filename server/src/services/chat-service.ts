@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CatalogModel } from '../catalog/catalog.js';
-import { ApiError } from '../http/errors.js';
+import { GatewayError } from '../errors.js';
 import {
   answerIdentity,
   chatCompletion,
@@ -58,6 +58,8 @@ export interface ChatResponse {
   headers(values: Record<string, string>): void;
   /** Opens the event stream (200, `text/event-stream`). */
   openStream(): EventSink;
+  /** An error as the stream's last event: the envelope's `error`, as a JSON body would carry it. */
+  errorEvent(error: GatewayError): string;
 }
 
 /** A server-sent event stream as the route writes it. */
@@ -71,7 +73,7 @@ export interface EventSink {
 /**
  * Runs one validated chat request: admit the payer (which settles its debts), forward, record the
  * usage, answer. Resolves with the JSON body to send, or `undefined` once it streamed the answer.
- * Errors before an answer began are thrown as ApiError (the envelope); after an event stream
+ * Errors before an answer began are thrown as GatewayError (the envelope); after an event stream
  * began they go out as an SSE error event.
  */
 export interface ChatService {
@@ -146,7 +148,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
         { err: error, payer: admission.payer, model: input.model.id, usage },
         'usage NOT recorded: the provider served this request but its payer will not be charged',
       );
-      throw new ApiError(500, 'internal_error', NOT_RECORDED);
+      throw new GatewayError('internal_error', NOT_RECORDED);
     }
     admission.recorded?.(cost);
     return cost;
@@ -258,8 +260,7 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
         try {
           cost = await record(input, admission, usage);
         } catch (error) {
-          if (!input.clientGone.aborted)
-            sink.send(...held, JSON.stringify({ error: (error as ApiError).toBody() }));
+          if (!input.clientGone.aborted) sink.send(...held, input.response.errorEvent(error as GatewayError));
           return;
         }
       }
@@ -287,9 +288,9 @@ export function createChatService({ registry, gate, recorder }: ChatServiceOptio
         let error = providerFailure(failure, input.model);
         if (error === undefined) {
           input.log.error({ err: failure }, 'the stream failed');
-          error = new ApiError(500, 'internal_error', 'the gateway failed while streaming this answer');
+          error = new GatewayError('internal_error', 'the gateway failed while streaming this answer');
         }
-        sink.send(JSON.stringify({ error: error.toBody() }));
+        sink.send(input.response.errorEvent(error));
       }
     } finally {
       // Unless it ended with [DONE], the stream ends without (whatever happened) and its timers stop.

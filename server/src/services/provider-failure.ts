@@ -1,5 +1,5 @@
 import type { CatalogModel } from '../catalog/catalog.js';
-import { ApiError, type ErrorCode } from '../http/errors.js';
+import { type ErrorCode, GatewayError } from '../errors.js';
 import type { ChatCompletionUsage } from '../providers/openai-types.js';
 import {
   ProviderError,
@@ -14,11 +14,11 @@ import {
  * OpenAI names it), its rate limit a 429 and its overload a 503, both retried by the clients after
  * the `Retry-After` the provider gave.
  */
-const BY_KIND: Record<ProviderFailureKind, [number, ErrorCode]> = {
-  invalid_request: [400, 'provider_invalid_request'],
-  context_length_exceeded: [400, 'context_length_exceeded'],
-  rate_limited: [429, 'provider_rate_limited'],
-  overloaded: [503, 'provider_overloaded'],
+const BY_KIND: Record<ProviderFailureKind, ErrorCode> = {
+  invalid_request: 'provider_invalid_request',
+  context_length_exceeded: 'context_length_exceeded',
+  rate_limited: 'provider_rate_limited',
+  overloaded: 'provider_overloaded',
 };
 
 /** What an overloaded provider's callers wait when it does not say (Anthropic's 529 seldom does). */
@@ -41,21 +41,19 @@ export function providerFailure(
   error: unknown,
   model: CatalogModel,
   billed?: ChatCompletionUsage,
-): ApiError | undefined {
+): GatewayError | undefined {
   if (error instanceof UntranslatableRequestError)
-    return new ApiError(400, 'validation_error', `${error.field} ${error.message}`, { field: error.field });
+    return new GatewayError('validation_error', `${error.field} ${error.message}`, { field: error.field });
   // Cut by the gateway's own shutdown, not failed by the provider: another instance may answer.
   if (error instanceof UpstreamCutError)
-    return new ApiError(503, 'service_unavailable', error.message, {
+    return new GatewayError('service_unavailable', error.message, {
       headers: { 'retry-after': '1' },
       ...(billed && { details: { billed } }),
     });
   if (!(error instanceof ProviderError)) return undefined;
   const status = error.upstreamStatus;
   const { kind, retryAfterSeconds } = error.options;
-  const [statusCode, code]: [number, ErrorCode] = kind
-    ? BY_KIND[kind]
-    : [error.options.timeout ? 504 : 502, 'provider_error'];
+  const code: ErrorCode = kind ? BY_KIND[kind] : 'provider_error';
   const retryAfter =
     kind === 'overloaded'
       ? (retryAfterSeconds ?? OVERLOAD_RETRY_AFTER_SECONDS)
@@ -66,8 +64,7 @@ export function providerFailure(
     ...(retryAfter !== undefined && { 'retry-after': String(retryAfter) }),
     ...(!kind && retriesUseless(status) && { 'x-should-retry': 'false' }),
   };
-  return new ApiError(
-    statusCode,
+  return new GatewayError(
     code,
     `${model.provider} ${status === undefined ? 'failed' : `answered ${status}`}: ${error.message}`,
     {
@@ -78,6 +75,7 @@ export function providerFailure(
         ...(billed && { billed }),
       },
       ...(Object.keys(headers).length > 0 && { headers }),
+      ...(!kind && error.options.timeout && { timedOut: true }),
     },
   );
 }

@@ -70,7 +70,7 @@ test('the scan refuses exactly the JSON that exceeds a bound, however its bytes 
         const context = `${bytes.toString('utf8').slice(0, 300)} split at ${cuts}`;
         expect(refusal === undefined, context).toBe(exceeded.length === 0);
         if (refusal) {
-          expect(refusal.statusCode, context).toBe(400);
+          expect(refusal.code, context).toBe('validation_error');
           expect(
             exceeded.some((bound) => refusal.message.includes(bound)),
             `${refusal.message}\nfor ${context}`,

@@ -5,7 +5,8 @@ import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { privateKeyToAddress } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import { ApiError } from '../../src/http/errors.js';
+import { GatewayError } from '../../src/errors.js';
+import { statusOf } from '../../src/http/errors.js';
 import { connectRateLimitStore } from '../../src/http/rate-limiting.js';
 import type { InFlightSlot } from '../../src/payments/admission/in-flight.js';
 import { redisInFlightLimiter } from '../../src/payments/admission/in-flight-redis.js';
@@ -26,7 +27,7 @@ async function attempt(acquire: () => Promise<InFlightSlot>, held: InFlightSlot[
     held.push(await acquire());
     return 'slot';
   } catch (error) {
-    if (error instanceof ApiError) return `${error.statusCode} ${error.code}`;
+    if (error instanceof GatewayError) return `${statusOf(error)} ${error.code}`;
     throw error;
   }
 }

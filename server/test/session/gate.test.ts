@@ -3,7 +3,7 @@ import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { describe, expect, onTestFinished, test, vi } from 'vitest';
 import { debtOf, recordUsage } from '../../src/billing/ledger.js';
 import { confirmSettlement, openSettlement } from '../../src/billing/settlements.js';
-import { ApiError } from '../../src/http/errors.js';
+import { GatewayError } from '../../src/errors.js';
 import {
   createPaymentGate,
   type IdentifiedPayer,
@@ -92,7 +92,7 @@ function gateOf(store: Store, payer: Address, sessionId: string, hooks: GateHook
       hooks.lockAsked?.();
       return store.withPayerLock(wallet, fn);
     },
-    paymentRequired: () => new ApiError(402, 'payment_required', 'pay'),
+    paymentRequired: () => new GatewayError('payment_required', 'pay'),
     commissionBps: 1_000,
     balances: { usdcOf: async () => 1_000_000_000n },
     unproven: unprovenPolicy({
@@ -172,7 +172,7 @@ describe.each(testDialects)('the payment gate on %s', (dialect) => {
     const payer = await sessionOf(store, `revoked-${dialect}`);
     await revokeSession(store, `revoked-${dialect}`);
     const { gate, slots } = gateOf(store, payer, `revoked-${dialect}`);
-    await expect(gate.admit(REQUEST)).rejects.toMatchObject({ statusCode: 401, code: 'unauthorized' });
+    await expect(gate.admit(REQUEST)).rejects.toMatchObject({ code: 'unauthorized' });
     // The only slot is free again.
     await expect(slots.acquire(payer)).resolves.toMatchObject({ othersReservedPicoUsd: 0n });
   });
@@ -183,7 +183,7 @@ describe.each(testDialects)('the payment gate on %s', (dialect) => {
       await payDebt(store, payer);
       await revokeSession(store, sessionId);
     });
-    expect(refused).toMatchObject({ statusCode: 401, code: 'unauthorized' });
+    expect(refused).toMatchObject({ code: 'unauthorized' });
     expect((await debtOf(store, payer)).owedAtomic).toBe(0n);
     await expect(slots.acquire(payer)).resolves.toMatchObject({ othersReservedPicoUsd: 0n });
   });
@@ -201,7 +201,7 @@ describe.each(testDialects)('the payment gate on %s', (dialect) => {
         vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 2 * 3_600_000 });
       },
     );
-    expect(refused).toMatchObject({ statusCode: 401, code: 'unauthorized' });
+    expect(refused).toMatchObject({ code: 'unauthorized' });
     await expect(slots.acquire(payer)).resolves.toMatchObject({ othersReservedPicoUsd: 0n });
   });
 

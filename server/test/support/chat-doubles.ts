@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import type { ApiError } from '../../src/http/errors.js';
+import type { GatewayError } from '../../src/errors.js';
 import type {
   AdmissionRequest,
   PaymentGate,
@@ -15,7 +15,7 @@ export interface GateDouble extends PaymentGate {
   admitted: AdmissionRequest[];
   released: number;
   /** Thrown by the next `admit` calls while set. */
-  refusal?: ApiError;
+  refusal?: GatewayError;
   /** While set, the headers stating what is owed once a request's usage is recorded (as x402's). */
   owed?: Record<string, string>;
   /** While set, the output token limit admissions decide (as the real gate does for a payer who can pay for less). */

@@ -440,7 +440,7 @@ describe('a proof whose payer is not the signer the facilitator checks', () => {
     const other = privateKeyToAccount(generatePrivateKey()).address;
     const header = await proofFor(payer, 0n);
     await expect(identifyWith(header, async () => ({ isValid: true, payer: other }))).rejects.toMatchObject({
-      statusCode: 402,
+      code: 'payment_required',
       message: `the payment proof is not valid: the facilitator verified a payment by ${other}, not by ${payer.address}`,
     });
   });

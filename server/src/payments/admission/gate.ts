@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Address, BaseError } from 'viem';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../../errors.js';
 import type { Admission, AdmissionRequest, PaymentGate, PaymentRail } from '../../services/chat-contracts.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import type { BalanceReader } from '../chain/index.js';
@@ -37,7 +37,7 @@ export interface IdentifiedPayer {
   payer: Address;
   /**
    * Settles everything the payer owes for completed requests and waits for confirmation.
-   * Runs under the payer's lock. Throws ApiError 402 when the debt cannot be paid, and the refusal
+   * Runs under the payer's lock. Throws GatewayError 402 when the debt cannot be paid, and the refusal
    * `owesNothing` would make when the credential stopped standing while the request waited on the
    * lock (the session rail: revoked or expired meanwhile).
    */
@@ -54,7 +54,7 @@ export interface IdentifiedPayer {
   /** Read after `settleDebt` or `owesNothing`. */
   spending(): Promise<Spending>;
   /** The 402 (in the rail's terms) for a request the payer cannot pay for. */
-  refuse(shortfall: Shortfall): Promise<ApiError>;
+  refuse(shortfall: Shortfall): Promise<GatewayError>;
   /** See `Admission.owedHeaders`. */
   owedHeaders?(): Promise<Record<string, string>>;
   /** See `Admission.recorded`. */
@@ -66,7 +66,7 @@ export interface PaymentMethod {
   readonly rail: PaymentRail;
   /** Whether the request carries this rail's credential at all. */
   recognizes(headers: IncomingHttpHeaders): boolean;
-  /** Verifies the credential (ApiError 401/402 when it is not acceptable) and names the payer. */
+  /** Verifies the credential (GatewayError 401/402 when it is not acceptable) and names the payer. */
   identify(request: AdmissionRequest): Promise<IdentifiedPayer>;
 }
 
@@ -76,7 +76,7 @@ export interface PaymentGateOptions {
   inFlight: InFlightLimiter;
   withPayerLock: PayerLock;
   /** The answer for a request carrying no credential at all (402 with payment requirements). */
-  paymentRequired(request: AdmissionRequest): ApiError | Promise<ApiError>;
+  paymentRequired(request: AdmissionRequest): GatewayError | Promise<GatewayError>;
   /** COMMISSION_BPS: part of a request's worst case. */
   commissionBps: number;
   balances: BalanceReader;
@@ -167,10 +167,10 @@ export function createPaymentGate(options: PaymentGateOptions): PaymentGate {
 }
 
 /** 429 (retried by OpenAI's clients) for a request that fits once the payer's others complete; else 402. */
-async function refusal(identified: IdentifiedPayer, shortfall: Shortfall): Promise<ApiError> {
+async function refusal(identified: IdentifiedPayer, shortfall: Shortfall): Promise<GatewayError> {
   const { reason, message, details } = shortfall;
   if (reason === 'requests_in_flight')
-    return new ApiError(429, 'too_many_in_flight', message, {
+    return new GatewayError('too_many_in_flight', message, {
       headers: { 'retry-after': IN_FLIGHT_RETRY_AFTER_SECONDS },
       details: { reason, ...details },
     });
@@ -183,8 +183,7 @@ function clampedHeaders(fit: Fit): Record<string, string> {
 
 function chainUnreadable(error: unknown): never {
   if (error instanceof BaseError)
-    throw new ApiError(
-      503,
+    throw new GatewayError(
       'payments_unavailable',
       'the payer’s USDC balance cannot be read from the chain; retry shortly',
       {

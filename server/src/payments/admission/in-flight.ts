@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../../errors.js';
 
 /** One request's in-flight slot, and what the payer's other requests in flight reserved when it was taken. */
 export interface InFlightSlot {
@@ -24,9 +24,8 @@ export interface InFlightLimiter {
   acquire(payer: Address, reservePicoUsd?: bigint): Promise<InFlightSlot>;
 }
 
-export function tooManyInFlight(limit: number): ApiError {
-  return new ApiError(
-    429,
+export function tooManyInFlight(limit: number): GatewayError {
+  return new GatewayError(
     'too_many_in_flight',
     `at most ${limit} requests of one payer may be in flight at once; retry when one completes`,
     { headers: { 'retry-after': '1' } },

@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Address } from 'viem';
 import { hasPaid } from '../../billing/settlements.js';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../../errors.js';
 import type { Store } from '../../store/database.js';
 
 // A payer that never paid may be a fresh key made to be served once and never pay: a balance read
@@ -62,8 +62,7 @@ export function unprovenPolicy(options: {
       const hour = Math.floor(now / HOUR_MS);
       const subtract = await options.counter.add(hour, picoUsd, options.hourlyCeilingPicoUsd);
       if (!subtract)
-        throw new ApiError(
-          429,
+        throw new GatewayError(
           'rate_limited',
           'the gateway serves payers that have not paid before up to a limit per hour, reached now; retry later, or pay a debt first',
           {

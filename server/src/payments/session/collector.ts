@@ -1,6 +1,6 @@
 import type { Address } from 'viem';
 import { type CollectionDue, collectableDebtors, settlementsOf } from '../../billing/settlements.js';
-import type { DependencyCheck } from '../../http/health-route.js';
+import type { DependencyCheck } from '../../health.js';
 import type { Leadership } from '../../store/leadership.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import { pruneUnpaidSessions } from '../../store/sessions.js';

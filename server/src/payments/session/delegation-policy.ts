@@ -10,7 +10,7 @@ import {
   sliceHex,
 } from 'viem';
 import type { AcceptedEnforcer, SessionLimits } from '../../client/types.js';
-import { validationError } from '../../http/errors.js';
+import { validationError } from '../../errors.js';
 import { decodeAcceptedCaveat, ROOT_AUTHORITY } from '../chain/index.js';
 
 /** What the gateway accepts in a session delegation. */

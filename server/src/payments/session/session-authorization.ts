@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Delegation } from '@metamask/smart-accounts-kit';
 import type { Address, Hex } from 'viem';
 import type { SessionLimits } from '../../client/types.js';
-import { ApiError, validationError } from '../../http/errors.js';
+import { GatewayError, validationError } from '../../errors.js';
 import type { Store } from '../../store/database.js';
 import { insertSession } from '../../store/sessions.js';
 import {
@@ -40,7 +40,7 @@ export interface AuthorizedSession {
 
 export interface SessionAuthorizer {
   readonly policy: SessionPolicy;
-  /** Verifies and stores a session; ApiError 400 (policy, replay), 401 (signature) or 503 (chain). */
+  /** Verifies and stores a session; GatewayError 400 (policy, replay), 401 (signature) or 503 (chain). */
   authorize(request: SessionRequest, now?: Date): Promise<AuthorizedSession>;
 }
 
@@ -137,9 +137,8 @@ export function createSessionAuthorizer(
   };
 }
 
-function notTheSignature(): ApiError {
-  return new ApiError(
-    401,
+function notTheSignature(): GatewayError {
+  return new GatewayError(
     'unauthorized',
     "x-authorization-signature is not the delegator's signature of this delegation",
   );
@@ -176,7 +175,7 @@ async function onChain<T>(read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (error) {
-    throw new ApiError(503, 'payments_unavailable', 'the chain cannot be read right now; try again shortly', {
+    throw new GatewayError('payments_unavailable', 'the chain cannot be read right now; try again shortly', {
       details: { reason: chainErrorReason(error) },
     });
   }

@@ -4,7 +4,7 @@ import { type Caller, sessionOver } from '../../auth/jwt.js';
 import { debtOf, owedAtomicIfKnown } from '../../billing/ledger.js';
 import { formatUsdcAtomic } from '../../billing/money.js';
 import { sessionStanding, settlementsOf } from '../../billing/settlements.js';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../../errors.js';
 import type { AdmissionRequest } from '../../services/chat-contracts.js';
 import type { PaymentMethod, Shortfall, Spending } from '../admission/index.js';
 import { SettlementRefusedError, SettlementUnavailableError } from '../outbox/index.js';
@@ -37,7 +37,7 @@ export interface SessionMethodOptions extends SessionSettlementDeps {
   /** MIN_SETTLEMENT_USD in pico-USD: debts below it are carried (0 or absent: everything is settled first). */
   minSettlementPicoUsd?: bigint;
   /** A 402 carrying x402 requirements for what the payer owes (the x402 rail), when that rail is on. */
-  demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
+  demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<GatewayError>;
 }
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
@@ -57,8 +57,7 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
     async identify(request: AdmissionRequest) {
       const caller = options.authenticate(request.headers.authorization);
       if (caller?.kind !== 'wallet')
-        throw new ApiError(
-          401,
+        throw new GatewayError(
           'unauthorized',
           'chat requests need a session access token (POST /v1/authorize)',
           {
@@ -96,7 +95,7 @@ export function sessionPaymentMethod(options: SessionMethodOptions): PaymentMeth
           // and sessions are never deleted, so a request owing nothing needs no second lookup.
           const session = await findSession(options.store, caller.sessionId);
           if (!session)
-            throw new ApiError(401, 'unauthorized', 'the session of this access token does not exist');
+            throw new GatewayError('unauthorized', 'the session of this access token does not exist');
           const carried = options.minSettlementPicoUsd ? await carriedDebt(options, session) : undefined;
           if (carried) {
             spending = carried;
@@ -154,12 +153,11 @@ async function carriedDebt(
  * 401 for a session revoked or expired, stating what its payer still owes when it owes something:
  * settled before anything else it asks (through another session) and collected meanwhile.
  */
-async function sessionEnded(options: SessionMethodOptions, wallet: Address): Promise<ApiError> {
+async function sessionEnded(options: SessionMethodOptions, wallet: Address): Promise<GatewayError> {
   const over = sessionOver();
   const owed = await owedAtomicIfKnown(options.store, wallet);
   if (!owed) return over;
-  return new ApiError(
-    401,
+  return new GatewayError(
     'unauthorized',
     `${over.message}; ${formatUsdcAtomic(owed)} USDC is still owed and is settled first`,
     { ...over.options, details: { owedAtomic: owed.toString() } },
@@ -171,12 +169,12 @@ function refuseBeyondCap(
   options: SessionMethodOptions,
   request: AdmissionRequest,
   { reason, message, details }: Shortfall,
-): Promise<ApiError> {
+): Promise<GatewayError> {
   return paymentRequired(options, request, message, { reason, ...details }, BigInt(details.owedAtomic));
 }
 
 /**
- * Pays the session payer's debt: the headers naming the payment, or the ApiError refusing the
+ * Pays the session payer's debt: the headers naming the payment, or the GatewayError refusing the
  * request (a 503 when the chain cannot take the payment now, stating what is owed as a 402 would
  * unless a transaction sent for the debt may still pay it: the ledger counts that as owed).
  */
@@ -192,7 +190,7 @@ async function settleOrRefuse(
     if (error instanceof SettlementRefusedError) throw await refusal(options, request, error);
     if (error instanceof SettlementUnavailableError) {
       const owed = error.paymentInFlight ? undefined : await owedAtomicIfKnown(options.store, session.wallet);
-      throw new ApiError(503, 'payments_unavailable', error.message, {
+      throw new GatewayError('payments_unavailable', error.message, {
         headers: { 'retry-after': RETRY_AFTER_SECONDS },
         ...(owed !== undefined && { details: { owedAtomic: owed.toString() } }),
       });
@@ -214,7 +212,7 @@ function refusal(
   options: SessionMethodOptions,
   request: AdmissionRequest,
   refused: SettlementRefusedError,
-): Promise<ApiError> {
+): Promise<GatewayError> {
   const message = `settling the ${formatUsdcAtomic(refused.owedAtomic)} USDC owed failed: ${refused.message}`;
   const details = {
     reason: refused.reason,
@@ -231,9 +229,9 @@ async function paymentRequired(
   message: string,
   details: Record<string, unknown>,
   owedAtomic: bigint,
-): Promise<ApiError> {
+): Promise<GatewayError> {
   const x402 = await options
     .demandPayment?.({ url: request.url, reason: message, amountAtomic: owedAtomic })
     .catch(() => undefined);
-  return new ApiError(402, 'payment_required', message, { ...x402?.options, details });
+  return new GatewayError('payment_required', message, { ...x402?.options, details });
 }

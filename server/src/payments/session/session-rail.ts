@@ -1,7 +1,7 @@
 import type { Settlement } from '../../billing/settlements.js';
 import type { SessionTerms } from '../../client/types.js';
 import type { GatewayConfig } from '../../config.js';
-import type { ApiError } from '../../http/errors.js';
+import type { GatewayError } from '../../errors.js';
 import type { Store } from '../../store/database.js';
 import type { PaymentMethod } from '../admission/index.js';
 import type { ChainClient } from '../chain/index.js';
@@ -21,7 +21,7 @@ export interface SessionRailOptions {
   chain: ChainClient;
   authenticate: SessionMethodOptions['authenticate'];
   /** The x402 rail's 402 for a payer whose session cannot pay, when that rail is on. */
-  demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
+  demandPayment?(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<GatewayError>;
   log: CollectorOptions['log'];
   /** Where each settlement's outcome and time are counted (/metrics). */
   metrics?: OutboxDeps['metrics'];

@@ -12,9 +12,9 @@ import {
   SettlementInProgressError,
   settlementsOf,
 } from '../../billing/settlements.js';
-import { servedPath } from '../../http/envelope.js';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../../errors.js';
 import type { SettlementMetrics, SettlementOutcome } from '../../observability/index.js';
+import { servedPath } from '../../served-path.js';
 import type { AdmissionRequest } from '../../services/chat-contracts.js';
 import type { Store } from '../../store/database.js';
 import type { DebtSettled, IdentifiedPayer, PaymentMethod } from '../admission/index.js';
@@ -80,9 +80,9 @@ export interface X402Rail {
    */
   paymentRequired(
     request: Pick<AdmissionRequest, 'url' | 'headers' | 'model' | 'request'>,
-  ): Promise<ApiError>;
+  ): Promise<GatewayError>;
   /** A 402 for a known payer (e.g. one the session rail could not settle): pay `amountAtomic` by proof. */
-  demandPayment(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<ApiError>;
+  demandPayment(demand: { url: string; reason: string; amountAtomic: bigint }): Promise<GatewayError>;
   /** Start-up: finishes the x402 settlements a previous run left unfinished; returns those still pending. */
   recover(): Promise<Settlement[]>;
   /** Shutdown, once no request runs: waits for the `upto` settlements of completed requests. */
@@ -366,7 +366,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
             signInOrigin,
           };
           const required = paymentRequiredError(terms, demand);
-          return new ApiError(402, 'payment_required', message, {
+          return new GatewayError('payment_required', message, {
             ...required.options,
             details: { reason, ...details },
           });
@@ -441,8 +441,10 @@ async function meteredSettlement(
     observe('confirmed');
     return headers;
   } catch (error) {
-    const status = error instanceof ApiError ? error.statusCode : undefined;
-    observe(status === 402 ? 'refused' : status === 503 ? 'unavailable' : 'failed');
+    const code = error instanceof GatewayError ? error.code : undefined;
+    observe(
+      code === 'payment_required' ? 'refused' : code === 'payments_unavailable' ? 'unavailable' : 'failed',
+    );
     throw error;
   }
 }
@@ -451,19 +453,17 @@ async function meteredSettlement(
  * 409: the payer's payment identifier already paid for a request (the x402 extension's conflict):
  * its outcome is stated, and nothing is paid or served again.
  */
-function paymentIdUsed(claim: PaymentIdClaim, earlier: PaymentIdUse): ApiError {
+function paymentIdUsed(claim: PaymentIdClaim, earlier: PaymentIdUse): GatewayError {
   const named = `payment identifier ${claim.id}`;
   const details = { paymentIdentifier: claim.id, requestId: earlier.requestId };
   if (!earlier.sameRequest)
-    return new ApiError(
-      409,
+    return new GatewayError(
       'payment_identifier_used',
       `${named} was used by this payer for another request (${earlier.requestId}); choose a new identifier for a new request`,
       { details: { ...details, outcome: 'other_request' } },
     );
   if (earlier.costPicoUsd === undefined)
-    return new ApiError(
-      409,
+    return new GatewayError(
       'payment_identifier_used',
       `${named} is paying for request ${earlier.requestId}, still in flight; retry shortly to learn its outcome`,
       {
@@ -472,8 +472,7 @@ function paymentIdUsed(claim: PaymentIdClaim, earlier: PaymentIdUse): ApiError {
       },
     );
   const cost = formatUsd(earlier.costPicoUsd);
-  return new ApiError(
-    409,
+  return new GatewayError(
     'payment_identifier_used',
     `${named} already paid for request ${earlier.requestId}, served at a cost of ${cost} USD; it is not paid or served again`,
     { details: { ...details, outcome: 'served', cost, costPicoUsd: earlier.costPicoUsd.toString() } },
@@ -488,7 +487,7 @@ function amountReason(carried: bigint, owed: bigint): string {
   return `the proof carries ${carried} but the payer owes exactly ${owed} USDC atomic units; sign an authorization for ${owed}`;
 }
 
-function settlementPending(): ApiError {
+function settlementPending(): GatewayError {
   // Sent and not mined yet, or refused while the chain could not say whether anyone else paid it.
   return paymentsUnavailable(
     'the payment of this payer’s debt is not confirmed yet; retry shortly with a new proof',
@@ -499,20 +498,20 @@ function settlementPending(): ApiError {
  * Nothing was paid: the refusal states what the payer owes as it refuses (the amount its new proof
  * must carry, unless more of its requests complete first), when the ledger can say.
  */
-function chainUnavailable(owedAtomic: bigint | undefined): ApiError {
+function chainUnavailable(owedAtomic: bigint | undefined): GatewayError {
   return paymentsUnavailable(
     'the chain could not be reached to settle the payment; retry shortly with a new proof',
     owedAtomic,
   );
 }
 
-function settlementInProgress(): ApiError {
+function settlementInProgress(): GatewayError {
   return paymentsUnavailable('a settlement of this payer is in progress; retry shortly');
 }
 
 /** 503 with retry-after: the payment cannot be decided now, but can be shortly. */
-function paymentsUnavailable(message: string, owedAtomic?: bigint): ApiError {
-  return new ApiError(503, 'payments_unavailable', message, {
+function paymentsUnavailable(message: string, owedAtomic?: bigint): GatewayError {
+  return new GatewayError('payments_unavailable', message, {
     headers: { 'retry-after': RETRY_AFTER_SECONDS },
     ...(owedAtomic !== undefined && { details: { owedAtomic: owedAtomic.toString() } }),
   });

@@ -4,7 +4,7 @@ import { PaymentPayloadV1Schema, PaymentPayloadV2Schema, z } from '@x402/core/sc
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
 import { extractAndValidatePaymentIdentifier } from '@x402/extensions/payment-identifier';
 import { type Address, getAddress, type Hex, isAddressEqual } from 'viem';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../../errors.js';
 import { delegationNonce, type Erc7710Payload, erc7710PayloadSchema } from './erc7710.js';
 import {
   delegationRequirements,
@@ -102,10 +102,10 @@ export function carriesProof(headers: IncomingHttpHeaders): boolean {
 /** Decodes the request's proof (v2 first); a header that is not one is 400 naming it. */
 export function readProof(headers: IncomingHttpHeaders): PaymentProof | UptoProof {
   const found = PROOF_HEADERS.find(({ name }) => headers[name] !== undefined);
-  if (!found) throw new ApiError(400, 'validation_error', 'no PAYMENT-SIGNATURE or X-PAYMENT header');
+  if (!found) throw new GatewayError('validation_error', 'no PAYMENT-SIGNATURE or X-PAYMENT header');
   const header = found.name.toUpperCase();
   const invalid = (problem: string) =>
-    new ApiError(400, 'validation_error', `${header} ${problem}`, { field: header });
+    new GatewayError('validation_error', `${header} ${problem}`, { field: header });
   const raw = headers[found.name];
   let decoded: unknown;
   try {

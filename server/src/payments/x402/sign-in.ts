@@ -9,7 +9,7 @@ import {
   verifySIWxSignature,
 } from '@x402/extensions/sign-in-with-x';
 import { type Address, getAddress, isAddress } from 'viem';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../../errors.js';
 import type { Store } from '../../store/database.js';
 import { type ChainClient, isTransportFailure } from '../chain/index.js';
 
@@ -79,8 +79,7 @@ export async function readSignIn(
   try {
     payload = parseSIWxHeader(String(raw));
   } catch (error) {
-    throw new ApiError(
-      400,
+    throw new GatewayError(
       'validation_error',
       `${SIGN_IN_HEADER} ${(error as Error).message.replace(/^Invalid SIWX header: /, 'is not a sign-in: ')}`,
       { field: SIGN_IN_HEADER },
@@ -117,8 +116,7 @@ export async function readSignIn(
   }
   if (!verified.isValid) {
     if (verified.invalidReason === 'invalid_siwx_verifier_error')
-      throw new ApiError(
-        503,
+      throw new GatewayError(
         'payments_unavailable',
         'the sign-in cannot be checked on the chain; retry shortly',
         {

@@ -15,7 +15,7 @@ import { declareEip2612GasSponsoringExtension } from '@x402/extensions';
 import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from '@x402/extensions/payment-identifier';
 import { SIGN_IN_WITH_X } from '@x402/extensions/sign-in-with-x';
 import type { Address } from 'viem';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../../errors.js';
 import { signInChallenge } from './sign-in.js';
 
 /**
@@ -147,7 +147,7 @@ function paymentRequired(terms: X402Terms, demand: PaymentDemand): PaymentRequir
  * string cannot share the envelope's `error` object, so the exact PaymentRequired, reason included,
  * is the base64 JSON of the `PAYMENT-REQUIRED` header, which is what v2 clients read.
  */
-export function paymentRequiredError(terms: X402Terms, demand: PaymentDemand): ApiError {
+export function paymentRequiredError(terms: X402Terms, demand: PaymentDemand): GatewayError {
   const required = paymentRequired(terms, demand);
   const headers: Record<string, string> = {
     'PAYMENT-REQUIRED': encodePaymentRequiredHeader(required),
@@ -164,7 +164,7 @@ export function paymentRequiredError(terms: X402Terms, demand: PaymentDemand): A
           resource: required.resource,
           extensions: required.extensions,
         };
-  return new ApiError(402, 'payment_required', demand.reason, { headers, envelopeFields });
+  return new GatewayError('payment_required', demand.reason, { headers, envelopeFields });
 }
 
 /** The header carrying the settlement result: `PAYMENT-RESPONSE` (v2) or `X-PAYMENT-RESPONSE` (v1). */

@@ -11,7 +11,7 @@ import {
   type Settlement,
   SettlementInProgressError,
 } from '../../billing/settlements.js';
-import { ApiError } from '../../http/errors.js';
+import { GatewayError } from '../../errors.js';
 import type { SettlementMetrics } from '../../observability/index.js';
 import type { AdmissionRequest } from '../../services/chat-contracts.js';
 import type { Store } from '../../store/database.js';
@@ -49,9 +49,9 @@ export interface UptoPaymentsOptions {
   /** Finishes the payer's x402 settlement left unfinished, or throws the 503 that says it is pending. */
   finishUnfinishedSettlement(payer: Address): Promise<void>;
   /** The 409 of a payment identifier used before. */
-  paymentIdUsed(claim: PaymentIdClaim, earlier: PaymentIdUse): ApiError;
+  paymentIdUsed(claim: PaymentIdClaim, earlier: PaymentIdUse): GatewayError;
   /** The 503 of a facilitator that cannot be reached. */
-  unavailable(message: string): ApiError;
+  unavailable(message: string): GatewayError;
   describeFailure(result: VerifyResponse | SettleResponse): string;
   log?: {
     error(details: object, message: string): void;
@@ -131,7 +131,7 @@ export function uptoPayments(options: UptoPaymentsOptions) {
     const job = new Promise<void>((resolve) => setImmediate(resolve))
       .then(() => options.withPayerLock(payer, () => settleCompleted(proof, terms)))
       .catch((error: unknown) => {
-        if (error instanceof SettlementInProgressError || error instanceof ApiError) {
+        if (error instanceof SettlementInProgressError || error instanceof GatewayError) {
           options.log?.warn?.({ err: error, payer }, 'upto settlement deferred; the debt stays owed');
           return;
         }
@@ -146,7 +146,7 @@ export function uptoPayments(options: UptoPaymentsOptions) {
     request: AdmissionRequest,
     proof: UptoProof,
     terms: X402Terms,
-    demand: (payment: Omit<PaymentDemand, 'url'>) => ApiError,
+    demand: (payment: Omit<PaymentDemand, 'url'>) => GatewayError,
   ): Promise<IdentifiedPayer> => {
     const { permit } = proof;
     const payer = permit.from;
@@ -218,7 +218,7 @@ export function uptoPayments(options: UptoPaymentsOptions) {
           amountAtomic: owed,
           uptoAtomic: leastMaximum(request, owed),
         });
-        return new ApiError(402, 'payment_required', message, {
+        return new GatewayError('payment_required', message, {
           ...required.options,
           details: { reason, ...details },
         });
