@@ -29,6 +29,7 @@ export function graphqlError(
 interface ExecutionWithErrors {
   data?: unknown;
   errors: readonly GraphQLError[];
+  statusCode?: number;
 }
 
 /**
@@ -47,9 +48,16 @@ export function formatGraphqlErrors(execution: ExecutionWithErrors, context: Mer
   // operations and none named): nothing ran, so it is the request that is bad.
   const refusedRequest = !execution.data && execution.errors.some(isRequestError);
   return {
-    statusCode: refusedRequest && statusCode === 200 ? 400 : statusCode,
+    statusCode: refusedRequest && statusCode === 200 ? 400 : (gatewayStatus(execution) ?? statusCode),
     response: { data: (execution.data ?? null) as null, errors },
   };
+}
+
+/** As Mercurius reads a lone error's `statusCode` when nothing ran: a gateway error's status (a refused body). */
+function gatewayStatus(execution: ExecutionWithErrors): number | undefined {
+  const [only, ...others] = execution.errors;
+  if (execution.data || execution.statusCode !== undefined || others.length > 0) return undefined;
+  return only?.originalError instanceof GatewayError ? statusOf(only.originalError) : undefined;
 }
 
 /** An error graphql-js raised about the request itself: no resolver behind it, no field path. */
