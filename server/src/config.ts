@@ -30,7 +30,7 @@ export interface GatewayConfig {
     anthropic: UpstreamConfig & {
       /**
        * ANTHROPIC_AUTO_CACHE: requests that mark no `cache_control` get prompt cache breakpoints
-       * after their instructions and their history (see providers/prompt-cache.ts).
+       * after their instructions and their history (see providers/anthropic/prompt-cache.ts).
        */
       autoCache?: boolean;
     };

@@ -9,7 +9,7 @@ const nullable = (schema: Record<string, unknown>) => ({
   type: [schema.type as string, 'null'],
 });
 
-/** A prompt cache breakpoint (see providers/prompt-cache.ts). */
+/** A prompt cache breakpoint (see providers/anthropic/prompt-cache.ts). */
 const cacheControl = {
   type: 'object',
   required: ['type'],
@@ -95,7 +95,7 @@ const toolCall = {
       required: ['name', 'arguments'],
       properties: { name: { type: 'string', minLength: 1 }, arguments: { type: 'string' } },
     },
-    // Given back as the answer carried it (Gemini's thought signature, see providers/gemini.ts).
+    // Given back as the answer carried it (Gemini's thought signature, see providers/gemini/gemini.ts).
     extra_content: {
       type: 'object',
       properties: {
@@ -123,7 +123,7 @@ const message = {
     tool_call_id: { type: 'string', minLength: 1 },
     function_call: functionCall,
     cache_control: cacheControl,
-    // Claude's thinking, given back as an answer carried it (see providers/anthropic.ts).
+    // Claude's thinking, given back as an answer carried it (see providers/anthropic/anthropic.ts).
     reasoning_details: {
       type: 'array',
       items: {
@@ -278,8 +278,8 @@ export const chatRequestSchema = {
     parallel_tool_calls: nullable({ type: 'boolean' }),
     seed: nullable({ type: 'integer' }),
     user: nullable({ type: 'string' }),
-    // Passed to OpenAI-compatible upstreams; a thinking budget for Gemini (see providers/gemini.ts)
-    // and Claude (see providers/claude-thinking.ts).
+    // Passed to OpenAI-compatible upstreams; a thinking budget for Gemini (see providers/gemini/gemini.ts)
+    // and Claude (see providers/anthropic/claude-thinking.ts).
     reasoning_effort: nullable({
       type: 'string',
       enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'],

@@ -1,8 +1,8 @@
 import type { Catalog, CatalogModel } from '../catalog/catalog.js';
 import type { GatewayConfig } from '../config.js';
-import { anthropicFamily } from './anthropic.js';
-import { geminiFamily } from './gemini.js';
-import { openAICompatibleFamily } from './openai-compatible.js';
+import { anthropicFamily } from './anthropic/index.js';
+import { geminiFamily } from './gemini/index.js';
+import { openAICompatibleFamily } from './openai-compatible/index.js';
 import { familyAdapter, type ProviderFamily } from './provider-family.js';
 import type { ProviderAdapter } from './types.js';
 import { createUpstream, type Upstream, type UpstreamTimeouts } from './upstream.js';

@@ -1,6 +1,6 @@
 import { expect, test } from 'vitest';
 import { loadCatalog } from '../../src/catalog/catalog.js';
-import { anthropicFamily } from '../../src/providers/anthropic.js';
+import { anthropicFamily } from '../../src/providers/anthropic/anthropic.js';
 import { familyAdapter } from '../../src/providers/provider-family.js';
 import { ProviderError, type StreamPart } from '../../src/providers/types.js';
 import type { Upstream } from '../../src/providers/upstream.js';

@@ -3,15 +3,15 @@ import {
   AnthropicStreamDecoder,
   anthropicFinishReason,
   anthropicRequestBody,
-} from '../../src/providers/anthropic.js';
+} from '../../src/providers/anthropic/anthropic.js';
 import {
   GeminiStreamDecoder,
   geminiContents,
   geminiFinishReason,
   geminiUsage,
-} from '../../src/providers/gemini.js';
+} from '../../src/providers/gemini/gemini.js';
 import { imageSource, mediaTypeOfUrl, toolArguments } from '../../src/providers/message-parts.js';
-import { openAIUsage, upstreamRequestBody } from '../../src/providers/openai-compatible.js';
+import { openAIUsage, upstreamRequestBody } from '../../src/providers/openai-compatible/openai-compatible.js';
 import type { ChatMessage, ChatRequest } from '../../src/providers/openai-types.js';
 import { serverSentEvents } from '../../src/providers/sse.js';
 import { ProviderError, UntranslatableRequestError } from '../../src/providers/types.js';

@@ -5,8 +5,8 @@
  * its 5-minute cache, which the catalog's `cacheWrite` states, and at 2x for its 1-hour cache, which
  * no catalog price states: a 1-hour breakpoint is refused rather than billed at the wrong price.
  */
-import type { CacheControl } from './openai-types.js';
-import { UntranslatableRequestError } from './types.js';
+import type { CacheControl } from '../openai-types.js';
+import { UntranslatableRequestError } from '../types.js';
 
 /** Anthropic's breakpoint. */
 export interface AnthropicCacheControl {

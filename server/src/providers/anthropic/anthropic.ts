@@ -38,8 +38,7 @@
  *   reported as reasoning tokens as far as the thinking text tells (Anthropic does not split them).
  * - `max_tokens` is the limit admission decided, whatever the client asked for.
  */
-import type { CatalogModel } from '../catalog/catalog.js';
-import { claudeThinking, MIN_TOP_P_WITH_THINKING, thinkingBudget } from './claude-thinking.js';
+import type { CatalogModel } from '../../catalog/catalog.js';
 import {
   fileSource,
   type ImageTypes,
@@ -49,25 +48,26 @@ import {
   laterInstruction,
   noTurnsError,
   toolArguments,
-} from './message-parts.js';
-import type { ChatMessage, ChatRequest, FilePart, FinishReason, ToolChoice } from './openai-types.js';
-import {
-  type AnthropicCacheControl,
-  anthropicCacheControl,
-  checkBreakpoints,
-  markStablePrefix,
-} from './prompt-cache.js';
-import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
-import { reportedFailure } from './reported-failure.js';
-import type { EventSourceMessage } from './sse.js';
+} from '../message-parts.js';
+import type { ChatMessage, ChatRequest, FilePart, FinishReason, ToolChoice } from '../openai-types.js';
+import type { ProviderFamily, ProviderRequest, StreamDecoder } from '../provider-family.js';
+import { reportedFailure } from '../reported-failure.js';
+import type { EventSourceMessage } from '../sse.js';
 import {
   type MeteredUsage,
   ProviderError,
   type StreamPart,
   UntranslatableRequestError,
   type UpstreamLimits,
-} from './types.js';
-import { GeneratedText, zeroUsage } from './usage.js';
+} from '../types.js';
+import { GeneratedText, zeroUsage } from '../usage.js';
+import { claudeThinking, MIN_TOP_P_WITH_THINKING, thinkingBudget } from './claude-thinking.js';
+import {
+  type AnthropicCacheControl,
+  anthropicCacheControl,
+  checkBreakpoints,
+  markStablePrefix,
+} from './prompt-cache.js';
 
 export const ANTHROPIC_VERSION = '2023-06-01';
 

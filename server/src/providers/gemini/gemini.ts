@@ -37,7 +37,7 @@
  *   them) travels as Google's OpenAI-compatible endpoint carries it: the tool call's
  *   `extra_content.google.thought_signature`, out in the answer and back in the assistant message.
  */
-import type { CatalogModel } from '../catalog/catalog.js';
+import type { CatalogModel } from '../../catalog/catalog.js';
 import {
   fileSource,
   type ImageTypes,
@@ -51,20 +51,20 @@ import {
   textOf,
   textParts,
   toolArguments,
-} from './message-parts.js';
-import { nestingExceeds } from './nesting.js';
-import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from './openai-types.js';
-import type { ProviderFamily, ProviderRequest, StreamDecoder } from './provider-family.js';
-import { reportedFailure } from './reported-failure.js';
-import type { EventSourceMessage } from './sse.js';
+} from '../message-parts.js';
+import { nestingExceeds } from '../nesting.js';
+import type { ChatMessage, ChatRequest, FinishReason, ToolCall, ToolChoice } from '../openai-types.js';
+import type { ProviderFamily, ProviderRequest, StreamDecoder } from '../provider-family.js';
+import { reportedFailure } from '../reported-failure.js';
+import type { EventSourceMessage } from '../sse.js';
 import {
   type MeteredUsage,
   ProviderError,
   type StreamPart,
   UntranslatableRequestError,
   type UpstreamLimits,
-} from './types.js';
-import { GeneratedText, zeroUsage } from './usage.js';
+} from '../types.js';
+import { GeneratedText, zeroUsage } from '../usage.js';
 
 const IMAGE_TYPES: ImageTypes = {
   provider: 'Gemini',

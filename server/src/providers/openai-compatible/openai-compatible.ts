@@ -7,7 +7,7 @@
  * upstream's base URL is the one OpenAI SDKs take (`https://api.openai.com/v1`,
  * `https://openrouter.ai/api/v1`): the path `/chat/completions` is appended to it.
  */
-import type { CatalogModel, TokenLimitField } from '../catalog/catalog.js';
+import type { CatalogModel, TokenLimitField } from '../../catalog/catalog.js';
 import type {
   ChatMessage,
   ChatRequest,
@@ -15,12 +15,12 @@ import type {
   ContentPart,
   FinishReason,
   ToolCallDelta,
-} from './openai-types.js';
-import type { ProviderFamily, StreamDecoder } from './provider-family.js';
-import { reportedFailure } from './reported-failure.js';
-import type { EventSourceMessage } from './sse.js';
-import { type MeteredUsage, ProviderError, type StreamPart, type UpstreamLimits } from './types.js';
-import { GeneratedText, zeroUsage } from './usage.js';
+} from '../openai-types.js';
+import type { ProviderFamily, StreamDecoder } from '../provider-family.js';
+import { reportedFailure } from '../reported-failure.js';
+import type { EventSourceMessage } from '../sse.js';
+import { type MeteredUsage, ProviderError, type StreamPart, type UpstreamLimits } from '../types.js';
+import { GeneratedText, zeroUsage } from '../usage.js';
 
 export interface OpenAIWireUsage {
   prompt_tokens?: number;

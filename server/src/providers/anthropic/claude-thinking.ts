@@ -5,9 +5,9 @@
  * least the 1,024 tokens Anthropic requires and below the limit, with at least 1,024 left for the
  * answer. Thinking counts against `max_tokens` and is billed as output.
  */
-import type { CatalogModel } from '../catalog/catalog.js';
-import type { ChatRequest } from './openai-types.js';
-import { UntranslatableRequestError } from './types.js';
+import type { CatalogModel } from '../../catalog/catalog.js';
+import type { ChatRequest } from '../openai-types.js';
+import { UntranslatableRequestError } from '../types.js';
 
 const EFFORT_SHARES: Record<string, number> = {
   minimal: 0.1,

@@ -1,0 +1,2 @@
+/** Any OpenAI-compatible upstream the catalog lists. */
+export { openAICompatibleFamily } from './openai-compatible.js';
