@@ -96,7 +96,8 @@ export function hashDelegation(delegation: Delegation): Hex {
   );
 }
 
-const DELEGATIONS_ABI_TYPE = [
+/** ABI type of a delegation chain, as a `permissionContext` encodes it. */
+export const DELEGATIONS_ABI_TYPE = [
   {
     type: 'tuple[]',
     components: [
@@ -119,7 +120,7 @@ const DELEGATIONS_ABI_TYPE = [
 ] as const;
 
 /** The kit's ExecutionMode.SingleDefault: one call, reverting when it reverts. */
-const SINGLE_DEFAULT_MODE = `0x${'0'.repeat(64)}` as const;
+export const SINGLE_DEFAULT_MODE = `0x${'0'.repeat(64)}` as const;
 
 /**
  * The kit's `contracts.DelegationManager.encode.redeemDelegations` for one delegation and one call

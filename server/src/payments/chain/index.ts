@@ -9,6 +9,7 @@ export {
 } from './chain-client.js';
 export {
   currentDelegatorNonce,
+  DELEGATIONS_ABI_TYPE,
   decodeAcceptedCaveat,
   hashDelegation,
   isDelegationDisabled,
@@ -16,6 +17,7 @@ export {
   redeemDelegationCalldata,
   redeemDelegationsCalldata,
   redemptionsIn,
+  SINGLE_DEFAULT_MODE,
 } from './delegation-framework.js';
 export {
   delegationDomain,

@@ -18,6 +18,7 @@ import {
   BroadcastError,
   type ChainClient,
   cappedGasLimit,
+  DELEGATIONS_ABI_TYPE,
   delegatorCode,
   GasCapExceededError,
   isTransportFailure,
@@ -25,6 +26,7 @@ import {
   paysTreasury,
   ROOT_AUTHORITY,
   revertReason,
+  SINGLE_DEFAULT_MODE,
 } from '../chain/index.js';
 
 /**
@@ -51,30 +53,6 @@ export function delegationNonce(payload: Erc7710Payload): Hex {
 
 // Each hop is one more signature check and caveat set in every settlement the relayer pays for.
 const MAX_CHAIN_LENGTH = 2;
-// The framework's own single default execution mode: one call, reverting when it reverts.
-const SINGLE_DEFAULT_MODE = `0x${'0'.repeat(64)}` as const;
-
-const DELEGATIONS = [
-  {
-    type: 'tuple[]',
-    components: [
-      { type: 'address', name: 'delegate' },
-      { type: 'address', name: 'delegator' },
-      { type: 'bytes32', name: 'authority' },
-      {
-        type: 'tuple[]',
-        name: 'caveats',
-        components: [
-          { type: 'address', name: 'enforcer' },
-          { type: 'bytes', name: 'terms' },
-          { type: 'bytes', name: 'args' },
-        ],
-      },
-      { type: 'uint256', name: 'salt' },
-      { type: 'bytes', name: 'signature' },
-    ],
-  },
-] as const;
 
 /** The redemption that pays `amountAtomic` of `requirements.asset` to `requirements.payTo`. */
 function redemption(payload: Erc7710Payload, requirements: PaymentRequirements): { to: Address; data: Hex } {
@@ -129,7 +107,7 @@ async function unredeemable(
     caveats: ReadonlyArray<{ enforcer: Address }>;
   }>;
   try {
-    [delegations] = decodeAbiParameters(DELEGATIONS, payload.permissionContext as Hex);
+    [delegations] = decodeAbiParameters(DELEGATIONS_ABI_TYPE, payload.permissionContext as Hex);
   } catch {
     return invalid(
       payer,
