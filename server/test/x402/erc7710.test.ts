@@ -5,8 +5,7 @@ import { x402Client } from '@x402/core/client';
 import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
 import { createSIWxClientExtension, wrapFetchWithSIWx } from '@x402/extensions/sign-in-with-x';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { APIError } from 'openai';
-import { type Address, getAddress, type Hex, parseAbiItem } from 'viem';
+import { type Address, getAddress, type Hex } from 'viem';
 import { generatePrivateKey } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
 import { createPayerAccount, type PayerAccount, usdcBalance } from '../../devkit/chain/index.js';
@@ -18,7 +17,9 @@ import {
   LARGER,
   LARGER_COST,
   openaiClient,
+  paymentsOf,
   recordingFetch,
+  refused,
   requiredOf,
   requirementsAsked,
   SMALL,
@@ -27,7 +28,6 @@ import {
 } from './harness.js';
 
 const stack = useX402Stack();
-const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
 const treasury = () => stack.local.accounts.treasury.address;
 
 /** A MetaMask smart account (HybridDeleGator) holding 10 USDC: it pays by delegation, from its own balance. */
@@ -105,29 +105,6 @@ async function completion(openai: ReturnType<typeof openaiClient>, usage = SMALL
   return openai.chat.completions.create(chatBody).withResponse();
 }
 
-/** The payer's USDC transfers to the treasury, as the chain logged them. */
-async function paymentsOf(payer: Address): Promise<bigint[]> {
-  const logs = await stack.local.publicClient.getLogs({
-    address: stack.local.usdc,
-    event: transferEvent,
-    args: { from: payer, to: treasury() },
-    fromBlock: 0n,
-  });
-  return logs.map((log) => log.args.value as bigint);
-}
-
-function refused(promise: Promise<unknown>): Promise<APIError> {
-  return promise.then(
-    () => {
-      throw new Error('the request was served');
-    },
-    (error: unknown) => {
-      if (!(error instanceof APIError)) throw error;
-      return error;
-    },
-  );
-}
-
 describe('exact with an ERC-7710 delegation', () => {
   test('the 402 offers exact by delegation, redeemable by the gateway’s relayer', async () => {
     const required = await requirementsAsked(stack);
@@ -154,7 +131,7 @@ describe('exact with an ERC-7710 delegation', () => {
     }
 
     // The first names the payer (a delegation for 0, verified, nothing moved); each later one pays the one before.
-    expect(await paymentsOf(payer.address)).toEqual([SMALL_COST, LARGER_COST]);
+    expect(await paymentsOf(stack, payer.address)).toEqual([SMALL_COST, LARGER_COST]);
     const moved = SMALL_COST + LARGER_COST;
     expect(payerBefore - (await usdcBalance(stack.local, payer.address))).toBe(moved);
     expect((await usdcBalance(stack.local, treasury())) - treasuryBefore).toBe(moved);
@@ -191,7 +168,7 @@ describe('exact with an ERC-7710 delegation', () => {
     expect(replayed.status).toBe(402);
     expect(requiredOf(replayed.headers).error).toContain('used before');
     expect(stack.anthropic.log.length).toBe(calls);
-    expect(await paymentsOf(payer.address)).toEqual([SMALL_COST]);
+    expect(await paymentsOf(stack, payer.address)).toEqual([SMALL_COST]);
   });
 
   test('a retried payment identifier is neither paid nor served again', async () => {
@@ -214,7 +191,7 @@ describe('exact with an ERC-7710 delegation', () => {
       },
     });
     expect(stack.anthropic.log.length - calls).toBe(1);
-    expect(await paymentsOf(payer.address)).toEqual([SMALL_COST]);
+    expect(await paymentsOf(stack, payer.address)).toEqual([SMALL_COST]);
     expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(LARGER_COST);
   });
 

@@ -11,8 +11,8 @@ import { registerExactEvmScheme } from '@x402/evm/exact/client';
 import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
 import { createSIWxClientExtension, wrapFetchWithSIWx } from '@x402/extensions/sign-in-with-x';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import OpenAI from 'openai';
-import type { Address, Hash, Hex } from 'viem';
+import OpenAI, { APIError } from 'openai';
+import { type Address, type Hash, type Hex, parseAbiItem } from 'viem';
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, expect } from 'vitest';
 import {
@@ -314,4 +314,30 @@ export async function landTransfer(
   });
   await local.publicClient.waitForTransactionReceipt({ hash });
   return hash;
+}
+
+const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
+
+/** The payer's USDC transfers to the treasury, as the chain logged them. */
+export async function paymentsOf(stack: X402Stack, payer: Address): Promise<bigint[]> {
+  const logs = await stack.local.publicClient.getLogs({
+    address: stack.local.usdc,
+    event: transferEvent,
+    args: { from: payer, to: stack.local.accounts.treasury.address },
+    fromBlock: 0n,
+  });
+  return logs.map((log) => log.args.value as bigint);
+}
+
+/** The client's error for a request the gateway refused; fails if it was served. */
+export function refused(promise: Promise<unknown>): Promise<APIError> {
+  return promise.then(
+    () => {
+      throw new Error('the request was served');
+    },
+    (error: unknown) => {
+      if (!(error instanceof APIError)) throw error;
+      return error;
+    },
+  );
 }

@@ -5,8 +5,7 @@ import { PERMIT2_ADDRESS, x402UptoPermit2ProxyABI, x402UptoPermit2ProxyAddress }
 import { UptoEvmScheme } from '@x402/evm/upto/client';
 import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
 import { wrapFetchWithPayment } from '@x402/fetch';
-import { APIError } from 'openai';
-import { type Address, type Hex, maxUint256, numberToHex, parseAbiItem } from 'viem';
+import { type Address, type Hex, maxUint256, numberToHex } from 'viem';
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
 import { createLocalWalletClient, mintUsdc, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
@@ -23,7 +22,9 @@ import {
   LARGER,
   LARGER_COST,
   openaiClient,
+  paymentsOf,
   recordingFetch,
+  refused,
   requiredOf,
   requirementsAsked,
   SMALL,
@@ -32,7 +33,6 @@ import {
 } from './harness.js';
 
 const stack = useX402Stack();
-const transferEvent = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)');
 const treasury = () => stack.local.accounts.treasury.address;
 const balanceOf = (address: Address) => usdcBalance(stack.local, address);
 
@@ -106,29 +106,6 @@ async function settled(payer?: Address): Promise<void> {
   );
 }
 
-/** The payer's USDC transfers to the treasury, as the chain logged them. */
-async function paymentsOf(payer: Address): Promise<bigint[]> {
-  const logs = await stack.local.publicClient.getLogs({
-    address: stack.local.usdc,
-    event: transferEvent,
-    args: { from: payer, to: treasury() },
-    fromBlock: 0n,
-  });
-  return logs.map((log) => log.args.value as bigint);
-}
-
-function refused(promise: Promise<unknown>): Promise<APIError> {
-  return promise.then(
-    () => {
-      throw new Error('the request was served');
-    },
-    (error: unknown) => {
-      if (!(error instanceof APIError)) throw error;
-      return error;
-    },
-  );
-}
-
 describe('upto (Permit2)', () => {
   test('the 402 offers upto beside exact: a maximum of the request’s worst case, settled by the gateway’s relayer', async () => {
     const required = await requirementsAsked(stack);
@@ -168,7 +145,7 @@ describe('upto (Permit2)', () => {
 
     // One 402 and one paid request each: the single wrap pays every request.
     expect(exchanges.map((exchange) => exchange.status)).toEqual([402, 200, 402, 200, 402, 200]);
-    expect(await paymentsOf(payer.address)).toEqual(costs);
+    expect(await paymentsOf(stack, payer.address)).toEqual(costs);
     const total = costs.reduce((sum, cost) => sum + cost, 0n);
     expect(payerBefore - (await balanceOf(payer.address))).toBe(total);
     expect((await balanceOf(treasury())) - treasuryBefore).toBe(total);
@@ -195,7 +172,7 @@ describe('upto (Permit2)', () => {
 
     const proof = decodePaymentSignatureHeader(exchanges[1]!.headers.get('PAYMENT-SIGNATURE')!);
     expect(proof.extensions?.eip2612GasSponsoring).toMatchObject({ info: { from: payer.address } });
-    expect(await paymentsOf(payer.address)).toEqual([SMALL_COST, LARGER_COST]);
+    expect(await paymentsOf(stack, payer.address)).toEqual([SMALL_COST, LARGER_COST]);
     const settlements = await settlementsOf(stack.gateway.store, payer.address, { limit: 10 });
     expect(settlements.map((s) => s.status)).toEqual(['confirmed', 'confirmed']);
     for (const settlement of settlements)
@@ -251,7 +228,7 @@ describe('upto (Permit2)', () => {
     // The debt was paid by that transaction: the zero-value proof is all the next request needs.
     expect(exchanges.map((exchange) => exchange.status)).toEqual([402, 200]);
     expect(await balanceOf(payer.address)).toBe(paid);
-    expect(await paymentsOf(payer.address)).toEqual([SMALL_COST]);
+    expect(await paymentsOf(stack, payer.address)).toEqual([SMALL_COST]);
     const [reconciled] = await settlementsOf(gateway.store, payer.address, { limit: 1 });
     expect(reconciled).toMatchObject({ id: settlement.id, status: 'confirmed', txHash: hash });
   });
@@ -264,7 +241,7 @@ describe('upto (Permit2)', () => {
     expect(data.choices[0]?.message.content).toBe('hi there');
     await settled(payer.address);
     expect(await balanceOf(payer.address)).toBe(before);
-    expect(await paymentsOf(payer.address)).toEqual([]);
+    expect(await paymentsOf(stack, payer.address)).toEqual([]);
     expect(await settlementsOf(stack.gateway.store, payer.address, { limit: 10 })).toEqual([]);
   });
 
@@ -287,7 +264,7 @@ describe('upto (Permit2)', () => {
     expect(requiredOf(replayed.headers).error).toContain('this upto permit was used before');
     await settled(payer.address);
     expect(stack.anthropic.log.length).toBe(calls);
-    expect(await paymentsOf(payer.address)).toEqual([SMALL_COST]);
+    expect(await paymentsOf(stack, payer.address)).toEqual([SMALL_COST]);
   });
 
   test('a retried payment identifier is neither paid nor served again', async () => {
@@ -311,7 +288,7 @@ describe('upto (Permit2)', () => {
     });
     await settled(payer.address);
     expect(stack.anthropic.log.length - calls).toBe(1);
-    expect(await paymentsOf(payer.address)).toEqual([LARGER_COST]);
+    expect(await paymentsOf(stack, payer.address)).toEqual([LARGER_COST]);
   });
 
   test('a maximum below the request’s worst case is refused with a 402 stating the least maximum, and nothing moves', async () => {
@@ -348,7 +325,7 @@ describe('upto (Permit2)', () => {
     );
     expect(stack.anthropic.log.length).toBe(calls);
     await settled(payer.address);
-    expect(await paymentsOf(payer.address)).toEqual([]);
+    expect(await paymentsOf(stack, payer.address)).toEqual([]);
   });
 
   test('a permit does not lift the hourly ceiling on payers that never paid: its funds can move before it is settled', async () => {
@@ -369,7 +346,7 @@ describe('upto (Permit2)', () => {
       expect(refusal.error).toMatchObject({ code: 'rate_limited', details: { reason: 'unproven_exposure' } });
       expect(refusal.headers?.get('retry-after')).toMatch(/^\d+$/);
       expect(stack.anthropic.log.length).toBe(calls);
-      expect(await paymentsOf(payer.address)).toEqual([]);
+      expect(await paymentsOf(stack, payer.address)).toEqual([]);
     } finally {
       await capped.close();
       database.remove();
