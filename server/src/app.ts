@@ -157,7 +157,12 @@ export async function buildApp(
   const x402Rail = createX402Rail({
     store,
     chain,
-    facilitator: gatewayFacilitator(chain, config.chain.facilitatorUrl, config.limits.settlementTimeoutMs),
+    facilitator: gatewayFacilitator(chain, {
+      facilitatorUrl: config.chain.facilitatorUrl,
+      confirmationTimeoutMs: config.limits.settlementTimeoutMs,
+      batchWaitMs: config.limits.settlementBatchWaitMs,
+      metrics,
+    }),
     receiptTimeoutMs: config.limits.settlementTimeoutMs,
     log: {
       error: (details, message) => app.log.error(details, message),

@@ -17,6 +17,7 @@ import {
 import { privateKeyToAccount } from 'viem/accounts';
 import { sendTransaction } from 'viem/actions';
 import { foundry } from 'viem/chains';
+import { MULTICALL3_ADDRESS } from '../../src/payments/chain/index.js';
 
 export type LocalPublicClient = PublicClient<Transport, Chain>;
 export type LocalTestClient = TestClient<'anvil', Transport, Chain>;
@@ -29,7 +30,7 @@ const pollingInterval = 50;
 const cacheTime = 0;
 
 /** Multicall3's canonical address (the same on Base); the chain kit installs it there. */
-export const multicall3Address = '0xcA11bde05977b3631167028862bE2a173976CA11';
+export const multicall3Address = MULTICALL3_ADDRESS;
 
 /** The viem chain of a local anvil (id 31337) whose default RPC is `rpcUrl`. */
 export function localViemChain(rpcUrl: string): Chain {

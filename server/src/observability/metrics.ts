@@ -22,8 +22,8 @@ export interface SettlementMetrics {
   replaced(rail: PaymentRail): void;
   /** A transaction the gateway waited for was mined: its gas and fee count when the relayer sent it. */
   gasSpent(rail: PaymentRail, kind: TransactionKind, receipt: TransactionReceipt, share?: BatchShare): void;
-  /** Session-rail settlements simulated and waiting for the next batch transaction, now. */
-  batchQueue(settlements: number): void;
+  /** Settlements of the rail simulated and waiting for the next batch transaction, now. */
+  batchQueue(rail: PaymentRail, settlements: number): void;
 }
 
 /** What a relayer transaction was for: paying a debt, or deploying a payer's smart account before it. */
@@ -198,7 +198,8 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
 
   const batchQueue = new Gauge({
     name: 'paygate_settlement_batch_queue',
-    help: 'Session-rail settlements simulated and waiting to go out together in the next transaction (behind the one being mined)',
+    help: 'Settlements simulated and waiting to go out together in the next transaction (behind the one being mined), by rail',
+    labelNames: ['rail'] as const,
     registers,
   });
   const gasUsed = new Histogram({
@@ -348,8 +349,8 @@ export function createGatewayMetrics(options: GatewayMetricsOptions = {}): Gatew
     replaced(rail) {
       replacements.inc({ rail });
     },
-    batchQueue(settlements) {
-      batchQueue.set(settlements);
+    batchQueue(rail, settlements) {
+      batchQueue.set({ rail }, settlements);
     },
     gasSpent(rail, kind, receipt, share) {
       // A remote facilitator's transactions are paid by its own key.

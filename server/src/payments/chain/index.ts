@@ -29,6 +29,7 @@ export {
 } from './delegation-signature.js';
 export { delegatorCode } from './delegator-account.js';
 export { cappedGasLimit, GAS_CAPS, GasCapExceededError, gasCostPicoUsd } from './gas-caps.js';
+export { aggregate3Calldata, MULTICALL3_ADDRESS, multicall3Deployed } from './multicall.js';
 export { storeOnceSends } from './once-sends.js';
 export {
   BroadcastError,
@@ -39,4 +40,11 @@ export {
   storeSendLock,
 } from './relayer.js';
 export { revertReason } from './revert-reason.js';
+export {
+  type BatchedCall,
+  type BatchSent,
+  type BatchTarget,
+  type TransactionBatcher,
+  transactionBatcher,
+} from './transaction-batch.js';
 export { paysTreasury } from './treasury-transfer.js';

@@ -9,6 +9,7 @@ import {
 } from '../../billing/settlements.js';
 import type { SettlementOutcome } from '../../observability/index.js';
 import {
+  type BatchSent,
   BroadcastError,
   type ChainClient,
   cappedGasLimit,
@@ -39,7 +40,7 @@ import {
   settleFromReceipt,
 } from '../outbox/index.js';
 import type { SessionRecord } from './session-records.js';
-import type { BatchItem, BatchSent, SettlementBatcher } from './settlement-batch.js';
+import type { BatchItem, SettlementBatcher } from './settlement-batch.js';
 
 /** A confirmed payment of a payer's debt. */
 export interface SettledDebt {

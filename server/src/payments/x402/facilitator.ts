@@ -30,8 +30,10 @@ import {
   delegatorCode,
   GasCapExceededError,
   isTransportFailure,
+  multicall3Deployed,
   NONCE_ATTEMPTS,
 } from '../chain/index.js';
+import type { AuthorizationBatcher } from './authorization-batch.js';
 import { isErc7710Payload, settleErc7710, verifyErc7710 } from './erc7710.js';
 
 // x402's own default wait for a settlement's receipt.
@@ -74,6 +76,11 @@ export type SubmittedListener = (txHash: Hash, raw?: Hex) => Promise<void>;
 export interface InProcessFacilitatorOptions {
   /** How long a settlement waits for its receipt before it is reported pending. */
   confirmationTimeoutMs?: number;
+  /**
+   * Sends the EIP-3009 settlements of different payers that fall due together in one transaction
+   * (none: each alone). Used only where Multicall3 is deployed.
+   */
+  batcher?: AuthorizationBatcher;
 }
 
 /**
@@ -85,8 +92,9 @@ export function inProcessFacilitator(
   chain: ChainClient,
   options: InProcessFacilitatorOptions = {},
 ): PaymentFacilitator {
+  const batching = options.batcher && { batcher: options.batcher, ready: multicall3Deployed(chain) };
   const facilitatorFor = (calls: SignerCalls) => {
-    const signer = relayerSigner(chain, calls, options.confirmationTimeoutMs);
+    const signer = relayerSigner(chain, calls, { ...options, batching });
     return new x402Facilitator()
       .register(chain.network, new ExactEvmScheme(signer))
       .register(chain.network, new UptoEvmScheme(signer));
@@ -214,7 +222,7 @@ interface SignerCalls {
 // Any code: x402 only asks whether the asset has some (see relayerSigner).
 const ASSET_CODE: Hex = '0xfe';
 
-function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeoutMs: number | undefined) {
+function relayerSigner(chain: ChainClient, calls: SignerCalls, sending: SignerSending) {
   const client = chain.publicClient;
   const { onSubmitted, onNodeFailure } = calls;
   const ask = <T>(call: Promise<T>): Promise<T> =>
@@ -224,23 +232,33 @@ function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeo
     });
   const send = async (to: Address, data: Hex): Promise<Hash> => {
     if (!onSubmitted) throw new Error('this facilitator only verifies');
-    // The estimate simulates the transfer from the relayer: one that would revert is not sent.
-    const estimate = await ask(client.estimateGas({ account: chain.relayer.address, to, data }));
     // x402's upto proxy runs Permit2 (and maybe the payer's EIP-2612 permit) around the transfer.
     const kind = isAddressEqual(to, x402UptoPermit2ProxyAddress) ? 'x402UptoSettlement' : 'x402Settlement';
-    let gas: bigint;
-    try {
-      gas = cappedGasLimit(kind, estimate);
-    } catch (error) {
-      if (!(error instanceof GasCapExceededError)) throw error;
-      throw new Error(
-        `the payer's transfer needs ${estimate} gas; the gateway spends at most ${error.cap} on an x402 settlement`,
-      );
-    }
-    const call = { to, data, gas };
+    // The estimate simulates the transfer from the relayer: one that would revert is not sent.
+    const simulate = async () => {
+      const estimate = await ask(client.estimateGas({ account: chain.relayer.address, to, data }));
+      try {
+        return cappedGasLimit(kind, estimate);
+      } catch (error) {
+        if (!(error instanceof GasCapExceededError)) throw error;
+        throw new Error(
+          `the payer's transfer needs ${estimate} gas; the gateway spends at most ${error.cap} on an x402 settlement`,
+        );
+      }
+    };
+    const gas = await simulate();
+    // Only EIP-3009 authorizations go with others: the upto proxy and the DelegationManager let only
+    // the relayer itself settle, not Multicall3.
+    const { batching } = sending;
+    const batcher =
+      batching && isAddressEqual(to, chain.usdc) && (await batching.ready()) ? batching.batcher : undefined;
+    const submit = async () =>
+      batcher
+        ? (await batcher.send({ call: { to, data }, gas, simulate, onSubmitted })).tx
+        : chain.relayer.submit({ to, data, gas }, (tx) => onSubmitted(tx.hash, tx.raw));
     for (let attempt = 1; ; attempt++) {
       try {
-        return (await ask(chain.relayer.submit(call, (tx) => onSubmitted(tx.hash, tx.raw)))).hash;
+        return (await ask(submit())).hash;
       } catch (error) {
         // Its nonce was taken: never mined, so the same authorization is signed under the next one.
         if (!(error instanceof BroadcastError && error.kind === 'nonce' && attempt < NONCE_ATTEMPTS))
@@ -279,6 +297,14 @@ function relayerSigner(chain: ChainClient, calls: SignerCalls, confirmationTimeo
         ),
       sendTransaction: (args) => send(args.to, args.data),
     },
-    confirmationTimeoutMs === undefined ? {} : { confirmationTimeoutMs },
+    sending.confirmationTimeoutMs === undefined
+      ? {}
+      : { confirmationTimeoutMs: sending.confirmationTimeoutMs },
   );
+}
+
+/** How the facilitator's signer sends: the wait for a receipt, and the batcher when Multicall3 is there. */
+interface SignerSending {
+  confirmationTimeoutMs?: number;
+  batching?: { batcher: AuthorizationBatcher; ready: () => Promise<boolean> };
 }

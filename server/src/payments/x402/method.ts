@@ -39,6 +39,7 @@ import {
   sameAddress,
 } from './proof.js';
 import {
+  authorizationShare,
   finishUnfinishedX402Settlements,
   type ReconcileOutcome,
   reconcileX402Settlement,
@@ -228,7 +229,8 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
     // A remote facilitator may answer before the gateway's node has its receipt.
     if (result.success && transaction) {
       const receipt = await awaitReceipt(outbox, transaction).catch(() => undefined);
-      if (receipt && receipt !== 'in-flight') options.metrics?.gasSpent('x402', 'settlement', receipt);
+      if (receipt && receipt !== 'in-flight')
+        options.metrics?.gasSpent('x402', 'settlement', receipt, authorizationShare(receipt, key));
     }
     // Any transaction named (a hash or not) may carry the authorization, which anyone could land;
     // so may one a remote facilitator sent but did not name. Refused with no transaction ever

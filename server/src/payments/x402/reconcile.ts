@@ -4,6 +4,7 @@ import {
   type Hash,
   isAddressEqual,
   parseAbiItem,
+  parseEventLogs,
   parseTransaction,
   type TransactionReceipt,
   TransactionReceiptNotFoundError,
@@ -17,7 +18,7 @@ import {
   type Settlement,
   SettlementStateError,
 } from '../../billing/settlements.js';
-import { relayerCost } from '../../observability/index.js';
+import { type BatchShare, relayerCost } from '../../observability/index.js';
 import type { Store } from '../../store/database.js';
 import type { PayerLock } from '../../store/payer-lock.js';
 import { BroadcastError, type ChainClient, paysTreasury } from '../chain/index.js';
@@ -80,7 +81,7 @@ export async function reconcileX402Settlement(
   if (!authorization) return fail(store, settlement.id, 'no payment proof was recorded', settlement);
   const paying = payingAuthorization(chain, settlement, authorization);
   const receipt = settlement.txHash ? await receiptOf(chain, settlement.txHash) : undefined;
-  if (receipt && paysAuthorization(receipt, paying)) return confirm(deps, settlement.id, receipt);
+  if (receipt && paysAuthorization(receipt, paying)) return confirm(deps, settlement.id, receipt, paying);
   const { spent, expired } = await nonceState(chain, authorization);
   if (spent) return settleFromSpentNonce(deps, settlement.id, paying, expired);
   if (expired) return fail(store, settlement.id, 'the payment authorization expired without being used');
@@ -202,7 +203,7 @@ async function settleFromSpentNonce(
   const [used] = await client.getLogs({ ...filter, event: authorizationUsed });
   if (used) {
     const receipt = await client.getTransactionReceipt({ hash: used.transactionHash });
-    if (paysAuthorization(receipt, authorization)) return confirm(deps, settlementId, receipt);
+    if (paysAuthorization(receipt, authorization)) return confirm(deps, settlementId, receipt, authorization);
     return fail(
       store,
       settlementId,
@@ -247,7 +248,7 @@ async function settleFromSpentPermit2Nonce(
       receipt.from.toLowerCase() === deps.chain.relayer.address.toLowerCase() &&
       paysAuthorization(receipt, authorization)
     )
-      return confirm(deps, settlementId, receipt);
+      return confirm(deps, settlementId, receipt, authorization);
   }
   if (!expired) return 'pending';
   return fail(
@@ -312,7 +313,7 @@ async function resendIfLost(
   // One that reverted or paid nothing is judged by the next look, from the authorization's state.
   if (receipt === null || receipt === 'in-flight' || !paysAuthorization(receipt, authorization))
     return 'pending';
-  return confirm(deps, settlementId, receipt);
+  return confirm(deps, settlementId, receipt, authorization);
 }
 
 /**
@@ -333,18 +334,22 @@ export async function finishUnfinishedX402Settlements(
   return unfinished.filter((_, i) => outcomes[i] === 'pending');
 }
 
-/** Confirms the settlement with the transaction that paid it, and what that cost the relayer. */
+/**
+ * Confirms the settlement with the transaction that paid it, and what that cost the relayer: its
+ * share of a transaction that paid several.
+ */
 async function confirm(
   { store, chain }: Pick<OutboxDeps, 'store' | 'chain'>,
   settlementId: string,
   payment: TransactionReceipt,
+  authorization: SeenAuthorization,
 ): Promise<ReconcileOutcome> {
   const { transactionHash: txHash, blockNumber } = payment;
   return finish(store, settlementId, async () => {
     const confirmed = await confirmSettlement(store, settlementId, {
       txHash,
       blockNumber,
-      ...relayerCost(payment, chain.relayer.address),
+      ...relayerCost(payment, chain.relayer.address, authorizationShare(payment, authorization)),
     });
     await markAuthorizationUsed(store, settlementId, txHash);
     return confirmed;
@@ -379,6 +384,27 @@ async function finish(
   }
   if (settlement?.status === 'confirmed' || settlement?.status === 'failed') return settlement.status;
   return 'pending';
+}
+
+/**
+ * The authorization's place among the EIP-3009 authorizations a transaction used (several in a
+ * batch): none for a permit or a delegation, which are sent alone.
+ */
+export function authorizationShare(
+  receipt: Pick<TransactionReceipt, 'logs'>,
+  authorization: Pick<SeenAuthorization, 'asset' | 'payer' | 'nonce'>,
+): BatchShare {
+  const used = parseEventLogs({ abi: [authorizationUsed], logs: receipt.logs }).filter((log) =>
+    isAddressEqual(log.address, authorization.asset),
+  );
+  return {
+    count: used.length,
+    position: used.findIndex(
+      ({ args }) =>
+        isAddressEqual(args.authorizer, authorization.payer) &&
+        args.nonce.toLowerCase() === authorization.nonce.toLowerCase(),
+    ),
+  };
 }
 
 async function receiptOf(chain: Pick<ChainClient, 'publicClient'>, hash: Hash) {

@@ -1,0 +1,275 @@
+import { type Address, encodeFunctionData, type Hash, type PrivateKeyAccount, parseEventLogs } from 'viem';
+import { describe, expect, test, vi } from 'vitest';
+import { testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
+import { debtOf } from '../../src/billing/ledger.js';
+import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
+import { MULTICALL3_ADDRESS } from '../../src/payments/chain/index.js';
+import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
+import {
+  payerOwingSmallCost,
+  proofFor,
+  SMALL,
+  SMALL_COST,
+  sendProof,
+  settlementOf,
+  useX402Stack,
+} from './harness.js';
+
+// x402 settlements of different payers that fall due while one transaction is being mined go out
+// together in one Multicall3 `aggregate3` at the next block; the test holds the chain's blocks to
+// make them fall due together.
+
+/**
+ * Gas per payer settlement in a batch of 12 (the transaction's gas over 12), EOA payers: a few
+ * hundred gas above the measured value; a regression guard, not a timing.
+ */
+const BATCH_CEILING_PER_PAYER = 48_500n;
+
+// A batch waits for the transaction before it however long the test holds the blocks.
+const stack = useX402Stack({ limits: { settlementBatchWaitMs: 120_000 } });
+
+/** A request with a proof paying the payer's debt (SMALL_COST): its status, settlement's transaction and error code. */
+async function request(payer: PrivateKeyAccount) {
+  stack.anthropic.script({ text: 'paid', usage: SMALL });
+  const response = await sendProof(stack, 'PAYMENT-SIGNATURE', await proofFor(stack, payer, SMALL_COST));
+  const body = (await response.json()) as { error?: { code?: string } };
+  return {
+    status: response.status,
+    tx: response.ok ? (settlementOf(response.headers).transaction as Hash) : undefined,
+    code: body.error?.code,
+  };
+}
+
+type Answer = Awaited<ReturnType<typeof request>>;
+
+const newest = async (payer: Address): Promise<Settlement | undefined> =>
+  (await settlementsOf(stack.gateway.store, payer, { limit: 1 }))[0];
+
+/** Blocks are mined only when the test says so. */
+async function holdBlocks() {
+  await stack.local.testClient.setAutomine(false);
+  await stack.local.testClient.setIntervalMining({ interval: 0 });
+}
+
+/** Each transaction is mined as it arrives again, those waiting first. */
+async function releaseBlocks() {
+  await stack.local.testClient.setAutomine(true);
+  await stack.local.testClient.mine({ blocks: 1 });
+}
+
+/** Waits until each payer's newest settlement is sent; resolves with their transactions. */
+async function sent(payers: PrivateKeyAccount[]): Promise<Array<Hash | null | undefined>> {
+  let hashes: Array<Hash | null | undefined> = [];
+  await vi.waitFor(
+    async () => {
+      const rows = await Promise.all(payers.map((payer) => newest(payer.address)));
+      expect(rows.map((row) => row?.status)).toEqual(payers.map(() => 'sent'));
+      hashes = rows.map((row) => row?.txHash);
+    },
+    { timeout: 20_000, interval: 20 },
+  );
+  return hashes;
+}
+
+/**
+ * `starter`'s settlement is sent and waits in the pool; then each of `payers` pays, and its
+ * settlement is simulated alone and queued behind it. Resolves with the requests under way.
+ */
+async function dueWhileOneIsMined(starter: PrivateKeyAccount, payers: PrivateKeyAccount[]) {
+  const first = request(starter);
+  await sent([starter]);
+  const answers = Promise.all(payers.map(request));
+  await vi.waitFor(
+    async () =>
+      expect(
+        sampleValue(await scrapeMetrics(stack.gateway.url), 'paygate_settlement_batch_queue', {
+          rail: 'x402',
+        }),
+      ).toBe(payers.length),
+    { timeout: 60_000, interval: 20 },
+  );
+  return { first, answers };
+}
+
+/** Moves all the payer's USDC away, as its owner could at any time (mined with the next block). */
+async function emptyAccount(
+  payer: Address,
+  fees: { maxFeePerGas?: bigint; maxPriorityFeePerGas?: bigint } = {},
+) {
+  const { local } = stack;
+  await local.testClient.impersonateAccount({ address: payer });
+  await local.testClient.setBalance({ address: payer, value: 10n ** 18n });
+  await local.testClient.sendUnsignedTransaction({
+    from: payer,
+    to: local.usdc,
+    data: encodeFunctionData({
+      abi: testUsdcAbi,
+      functionName: 'transfer',
+      args: [local.accounts.deployer.address, await usdcBalance(local, payer)],
+    }),
+    ...fees,
+  });
+  await local.testClient.stopImpersonatingAccount({ address: payer });
+}
+
+const sum = (values: Array<bigint | null>) =>
+  values.reduce<bigint>((total, value) => total + (value ?? 0n), 0n);
+
+async function owingPayers(count: number): Promise<PrivateKeyAccount[]> {
+  const payers: PrivateKeyAccount[] = [];
+  for (let index = 0; index < count; index++) payers.push(await payerOwingSmallCost(stack));
+  return payers;
+}
+
+describe('x402 settlements of different payers falling due together', () => {
+  test('12 payers settle in one Multicall3 transaction at the next block: each pays its own debt, gas shared', async () => {
+    const { local, anthropic } = stack;
+    const treasury = local.accounts.treasury.address;
+    const [starter, ...payers] = (await owingPayers(13)) as [PrivateKeyAccount, ...PrivateKeyAccount[]];
+    const treasuryBefore = await usdcBalance(local, treasury);
+    const forwarded = anthropic.log.length;
+
+    await holdBlocks();
+    let answers: Answer[];
+    try {
+      const due = await dueWhileOneIsMined(starter, payers);
+      // The starter's block: the others go out together behind it.
+      await local.testClient.mine({ blocks: 1 });
+      expect(new Set(await sent(payers)).size).toBe(1);
+      await releaseBlocks();
+      expect((await due.first).status).toBe(200);
+      answers = await due.answers;
+    } finally {
+      await local.testClient.setAutomine(true);
+    }
+
+    expect(answers.map((answer) => answer.status)).toEqual(payers.map(() => 200));
+    expect(anthropic.log.length).toBe(forwarded + 13);
+    // Each client's PAYMENT-RESPONSE names the shared transaction.
+    const [hash, ...others] = new Set(answers.map((answer) => answer.tx));
+    expect(others).toEqual([]);
+    const receipt = await local.publicClient.getTransactionReceipt({ hash: hash as Hash });
+    expect(receipt).toMatchObject({ status: 'success', to: MULTICALL3_ADDRESS.toLowerCase() });
+    const transfers = parseEventLogs({ abi: testUsdcAbi, logs: receipt.logs, eventName: 'Transfer' }).map(
+      ({ args }) => args,
+    );
+    expect(transfers).toHaveLength(12);
+    expect(transfers).toEqual(
+      expect.arrayContaining(
+        payers.map((payer) => ({ from: payer.address, to: treasury, value: SMALL_COST })),
+      ),
+    );
+    expect(await usdcBalance(local, treasury)).toBe(treasuryBefore + 13n * SMALL_COST);
+    // What each owes now is its paid request's cost.
+    for (const payer of payers)
+      expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
+
+    // Each settlement keeps its share of the transaction's gas and fee; the shares add up to it exactly.
+    const settlements = await Promise.all(
+      payers.map(async (payer) => (await newest(payer.address)) as Settlement),
+    );
+    for (const settlement of settlements)
+      expect(settlement).toMatchObject({ status: 'confirmed', txHash: hash, amountAtomic: SMALL_COST });
+    expect(sum(settlements.map((settlement) => settlement.gasUsed))).toBe(receipt.gasUsed);
+    expect(sum(settlements.map((settlement) => settlement.feeWei))).toBe(
+      receipt.gasUsed * receipt.effectiveGasPrice,
+    );
+    const perPayer = receipt.gasUsed / 12n;
+    // The starter's settlement went alone.
+    const { gasUsed: alone } = await local.publicClient.getTransactionReceipt({
+      hash: (await newest(starter.address))?.txHash as Hash,
+    });
+    console.log(
+      `x402: 12 payers in one transaction, gas per payer settlement ${perPayer} (${receipt.gasUsed} in all); alone ${alone}`,
+    );
+    expect(perPayer).toBeLessThanOrEqual(BATCH_CEILING_PER_PAYER);
+    expect(perPayer).toBeLessThan(alone);
+  });
+
+  test('a payer whose USDC moved after its simulation is left out: the others settle together, it is refused (402) and still owes', async () => {
+    const { local, anthropic } = stack;
+    const [starter, first, second, emptied] = (await owingPayers(4)) as [
+      PrivateKeyAccount,
+      PrivateKeyAccount,
+      PrivateKeyAccount,
+      PrivateKeyAccount,
+    ];
+    const forwarded = anthropic.log.length;
+
+    await holdBlocks();
+    let answers: Answer[];
+    try {
+      const due = await dueWhileOneIsMined(starter, [first, second, emptied]);
+      // Mined in the starter's block, before the batch is estimated.
+      await emptyAccount(emptied.address);
+      await local.testClient.mine({ blocks: 1 });
+      expect(await usdcBalance(local, emptied.address)).toBe(0n);
+      const [firstTx, secondTx] = await sent([first, second]);
+      expect(firstTx).toBe(secondTx);
+      await releaseBlocks();
+      expect((await due.first).status).toBe(200);
+      answers = await due.answers;
+    } finally {
+      await local.testClient.setAutomine(true);
+    }
+
+    const [paidFirst, paidSecond, refused] = answers as [Answer, Answer, Answer];
+    expect([paidFirst.status, paidSecond.status]).toEqual([200, 200]);
+    expect(paidFirst.tx).toBe(paidSecond.tx);
+    expect(refused).toMatchObject({ status: 402 });
+    // Only the starter's and the two payers' requests reached the provider.
+    expect(anthropic.log.length).toBe(forwarded + 3);
+    expect((await debtOf(stack.gateway.store, emptied.address)).owedAtomic).toBe(SMALL_COST);
+    expect(await newest(emptied.address)).toMatchObject({ status: 'failed', txHash: null });
+  });
+
+  test('a payer whose USDC moves ahead of the batch in its block fails alone on chain: the others are paid, it is held (503) and still owes', async () => {
+    const { local, anthropic } = stack;
+    const [starter, first, second, emptied] = (await owingPayers(4)) as [
+      PrivateKeyAccount,
+      PrivateKeyAccount,
+      PrivateKeyAccount,
+      PrivateKeyAccount,
+    ];
+    const forwarded = anthropic.log.length;
+    const treasuryBefore = await usdcBalance(local, local.accounts.treasury.address);
+
+    await holdBlocks();
+    let answers: Answer[];
+    let batchHash: Hash | null | undefined;
+    try {
+      const due = await dueWhileOneIsMined(starter, [first, second, emptied]);
+      await local.testClient.mine({ blocks: 1 });
+      // The batch passed its estimate and waits in the pool.
+      const hashes = await sent([first, second, emptied]);
+      expect(new Set(hashes).size).toBe(1);
+      batchHash = hashes[0];
+      // With a higher tip: mined first in the next block.
+      await emptyAccount(emptied.address, {
+        maxFeePerGas: 500_000_000_000n,
+        maxPriorityFeePerGas: 100_000_000_000n,
+      });
+      await releaseBlocks();
+      expect((await due.first).status).toBe(200);
+      answers = await due.answers;
+    } finally {
+      await local.testClient.setAutomine(true);
+    }
+
+    const receipt = await local.publicClient.getTransactionReceipt({ hash: batchHash as Hash });
+    expect(receipt.status).toBe('success');
+    const [paidFirst, paidSecond, held] = answers as [Answer, Answer, Answer];
+    expect([paidFirst, paidSecond].map((answer) => [answer.status, answer.tx])).toEqual([
+      [200, batchHash],
+      [200, batchHash],
+    ]);
+    // Its authorization is still valid and public: anyone may land it while it is, so it is not failed yet.
+    expect(held).toMatchObject({ status: 503, code: 'payments_unavailable' });
+    expect(anthropic.log.length).toBe(forwarded + 3);
+    expect(await usdcBalance(local, local.accounts.treasury.address)).toBe(treasuryBefore + 3n * SMALL_COST);
+    expect((await debtOf(stack.gateway.store, emptied.address)).owedAtomic).toBe(SMALL_COST);
+    const [paid, other] = await Promise.all([newest(first.address), newest(second.address)]);
+    // The two paid settlements carry the whole transaction's gas between them.
+    expect(sum([paid?.gasUsed ?? null, other?.gasUsed ?? null])).toBe(receipt.gasUsed);
+  });
+});
