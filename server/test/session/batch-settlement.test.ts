@@ -107,9 +107,9 @@ async function dueWhileOneIsMined(starter: OwingPayer, payers: OwingPayer[]) {
   // Each is opened and simulated alone, then joins the queue behind the starter's transaction.
   await vi.waitFor(
     async () =>
-      expect(sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue', { rail: 'session' })).toBe(
-        payers.length,
-      ),
+      expect(
+        sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue', { rail: 'session' }),
+      ).toBe(payers.length),
     { timeout: 30_000, interval: 20 },
   );
   return { first, answers };

@@ -105,7 +105,11 @@ describe.skipIf(!testDialects.includes('postgres'))(
         await vi.waitFor(
           async () => {
             for (const gateway of stack.instances)
-              expect(sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue', { rail: 'session' })).toBe(3);
+              expect(
+                sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue', {
+                  rail: 'session',
+                }),
+              ).toBe(3);
           },
           { timeout: 30_000, interval: 20 },
         );
