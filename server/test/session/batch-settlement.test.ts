@@ -1,9 +1,16 @@
-import { type Address, encodeFunctionData, type Hash, parseEventLogs } from 'viem';
+import type { Address, Hash } from 'viem';
 import { afterAll, describe, expect, test, vi } from 'vitest';
-import { type LocalChain, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
+import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
 import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
+import {
+  emptyAccount,
+  expectEachPaidOnce,
+  expectGasShared,
+  holdBlocks,
+  releaseBlocks,
+} from '../support/batches.js';
 import {
   type AnthropicStep,
   authorize,
@@ -80,18 +87,6 @@ async function request(payer: OwingPayer) {
 const newest = async (payer: Address): Promise<Settlement | undefined> =>
   (await settlementsOf(gateway.store, payer, { limit: 1 }))[0];
 
-/** Blocks are mined only when the test says so. */
-async function holdBlocks() {
-  await local.testClient.setAutomine(false);
-  await local.testClient.setIntervalMining({ interval: 0 });
-}
-
-/** Each transaction is mined as it arrives again, those waiting first. */
-async function releaseBlocks() {
-  await local.testClient.setAutomine(true);
-  await local.testClient.mine({ blocks: 1 });
-}
-
 /**
  * `starter`'s settlement is sent and waits in the pool; then each of `payers` requests, and its
  * settlement is opened and queued behind it. Resolves with the requests under way.
@@ -121,7 +116,7 @@ async function dueWhileOneIsMined(starter: OwingPayer, payers: OwingPayer[]) {
  */
 async function settleTogether(starter: OwingPayer, payers: OwingPayer[]) {
   const forwarded = anthropic.log.length;
-  await holdBlocks();
+  await holdBlocks(local);
   let answers: Awaited<ReturnType<typeof request>>[];
   try {
     const due = await dueWhileOneIsMined(starter, payers);
@@ -133,7 +128,7 @@ async function settleTogether(starter: OwingPayer, payers: OwingPayer[]) {
       },
       { timeout: 10_000, interval: 20 },
     );
-    await releaseBlocks();
+    await releaseBlocks(local);
     expect((await due.first).status).toBe(200);
     answers = await due.answers;
   } finally {
@@ -158,19 +153,14 @@ describe('settlements of different payers falling due together', () => {
     // Each payer's first settlement (its enforcer's counter is written), then a later one.
     const first = await settleTogether(starter, payers);
     const receipt = await settleTogether(starter, payers);
-    const transfers = parseEventLogs({ abi: testUsdcAbi, logs: receipt.logs, eventName: 'Transfer' }).map(
-      ({ args }) => args,
-    );
-    // In the order the settlements joined the queue.
-    expect(transfers).toHaveLength(12);
-    expect(transfers).toEqual(
-      expect.arrayContaining(
-        payers.map((payer) => ({ from: payer.address, to: treasury, value: SMALL_COST_ATOMIC })),
-      ),
+    expectEachPaidOnce(
+      receipt,
+      payers.map((payer) => payer.address),
+      treasury,
+      SMALL_COST_ATOMIC,
     );
     expect(await usdcBalance(local, treasury)).toBe(treasuryBefore + 26n * SMALL_COST_ATOMIC);
 
-    // Each settlement keeps its share of the transaction's gas and fee; the shares add up to it exactly.
     const settlements = await Promise.all(
       payers.map(async (payer) => (await newest(payer.address)) as Settlement),
     );
@@ -180,12 +170,7 @@ describe('settlements of different payers falling due together', () => {
         txHash: receipt.transactionHash,
         amountAtomic: SMALL_COST_ATOMIC,
       });
-    const sum = (values: Array<bigint | null>) =>
-      values.reduce<bigint>((total, value) => total + (value ?? 0n), 0n);
-    expect(sum(settlements.map((settlement) => settlement.gasUsed))).toBe(receipt.gasUsed);
-    expect(sum(settlements.map((settlement) => settlement.feeWei))).toBe(
-      receipt.gasUsed * receipt.effectiveGasPrice,
-    );
+    expectGasShared(receipt, settlements);
     const [firstPerPayer, laterPerPayer] = [first.gasUsed / 12n, receipt.gasUsed / 12n];
     console.log(
       `12 payers in one transaction, gas per payer settlement: first ${firstPerPayer} (${first.gasUsed} in all), later ${laterPerPayer} (${receipt.gasUsed})`,
@@ -199,23 +184,12 @@ describe('settlements of different payers falling due together', () => {
     const [first, second, emptied] = [await owingPayer(1), await owingPayer(2), await owingPayer(3)];
     const forwarded = anthropic.log.length;
 
-    await holdBlocks();
+    await holdBlocks(local);
     let answers: Awaited<ReturnType<typeof request>>[];
     try {
       const due = await dueWhileOneIsMined(starter, [first, second, emptied]);
       // The payer moves its USDC away; it is mined in the starter's block, before the batch is sent.
-      await local.testClient.impersonateAccount({ address: emptied.address });
-      await local.testClient.setBalance({ address: emptied.address, value: 10n ** 18n });
-      await local.testClient.sendUnsignedTransaction({
-        from: emptied.address,
-        to: local.usdc,
-        data: encodeFunctionData({
-          abi: testUsdcAbi,
-          functionName: 'transfer',
-          args: [local.accounts.deployer.address, await usdcBalance(local, emptied.address)],
-        }),
-      });
-      await local.testClient.stopImpersonatingAccount({ address: emptied.address });
+      await emptyAccount(local, emptied.address);
       await local.testClient.mine({ blocks: 1 });
       expect(await usdcBalance(local, emptied.address)).toBe(0n);
       await vi.waitFor(
@@ -224,7 +198,7 @@ describe('settlements of different payers falling due together', () => {
         },
         { timeout: 10_000, interval: 20 },
       );
-      await releaseBlocks();
+      await releaseBlocks(local);
       expect((await due.first).status).toBe(200);
       answers = await due.answers;
     } finally {
@@ -256,7 +230,7 @@ describe('settlements of different payers falling due together', () => {
     const [first, second, emptied] = [await owingPayer(5), await owingPayer(6), await owingPayer(7)];
     const forwarded = anthropic.log.length;
 
-    await holdBlocks();
+    await holdBlocks(local);
     let answers: Awaited<ReturnType<typeof request>>[];
     let batchHash: Hash | null | undefined;
     try {
@@ -273,21 +247,8 @@ describe('settlements of different payers falling due together', () => {
         { timeout: 10_000, interval: 20 },
       );
       // The payer moves its USDC with a higher tip: mined first in the next block.
-      await local.testClient.impersonateAccount({ address: emptied.address });
-      await local.testClient.setBalance({ address: emptied.address, value: 10n ** 18n });
-      await local.testClient.sendUnsignedTransaction({
-        from: emptied.address,
-        to: local.usdc,
-        data: encodeFunctionData({
-          abi: testUsdcAbi,
-          functionName: 'transfer',
-          args: [local.accounts.deployer.address, await usdcBalance(local, emptied.address)],
-        }),
-        maxFeePerGas: 500_000_000_000n,
-        maxPriorityFeePerGas: 100_000_000_000n,
-      });
-      await local.testClient.stopImpersonatingAccount({ address: emptied.address });
-      await releaseBlocks();
+      await emptyAccount(local, emptied.address, { outbid: true });
+      await releaseBlocks(local);
       expect((await due.first).status).toBe(200);
       answers = await due.answers;
     } finally {

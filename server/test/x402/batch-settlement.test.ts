@@ -1,10 +1,17 @@
-import { type Address, encodeFunctionData, type Hash, type PrivateKeyAccount, parseEventLogs } from 'viem';
+import type { Address, Hash, PrivateKeyAccount } from 'viem';
 import { describe, expect, test, vi } from 'vitest';
-import { testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
+import { usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
 import { MULTICALL3_ADDRESS } from '../../src/payments/chain/index.js';
 import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
+import {
+  emptyAccount,
+  expectEachPaidOnce,
+  expectGasShared,
+  holdBlocks,
+  releaseBlocks,
+} from '../support/batches.js';
 import {
   payerOwingSmallCost,
   proofFor,
@@ -45,18 +52,6 @@ type Answer = Awaited<ReturnType<typeof request>>;
 const newest = async (payer: Address): Promise<Settlement | undefined> =>
   (await settlementsOf(stack.gateway.store, payer, { limit: 1 }))[0];
 
-/** Blocks are mined only when the test says so. */
-async function holdBlocks() {
-  await stack.local.testClient.setAutomine(false);
-  await stack.local.testClient.setIntervalMining({ interval: 0 });
-}
-
-/** Each transaction is mined as it arrives again, those waiting first. */
-async function releaseBlocks() {
-  await stack.local.testClient.setAutomine(true);
-  await stack.local.testClient.mine({ blocks: 1 });
-}
-
 /** Waits until each payer's newest settlement is sent; resolves with their transactions. */
 async function sent(payers: PrivateKeyAccount[]): Promise<Array<Hash | null | undefined>> {
   let hashes: Array<Hash | null | undefined> = [];
@@ -91,34 +86,21 @@ async function dueWhileOneIsMined(starter: PrivateKeyAccount, payers: PrivateKey
   return { first, answers };
 }
 
-/** Moves all the payer's USDC away, as its owner could at any time (mined with the next block). */
-async function emptyAccount(
-  payer: Address,
-  fees: { maxFeePerGas?: bigint; maxPriorityFeePerGas?: bigint } = {},
-) {
-  const { local } = stack;
-  await local.testClient.impersonateAccount({ address: payer });
-  await local.testClient.setBalance({ address: payer, value: 10n ** 18n });
-  await local.testClient.sendUnsignedTransaction({
-    from: payer,
-    to: local.usdc,
-    data: encodeFunctionData({
-      abi: testUsdcAbi,
-      functionName: 'transfer',
-      args: [local.accounts.deployer.address, await usdcBalance(local, payer)],
-    }),
-    ...fees,
-  });
-  await local.testClient.stopImpersonatingAccount({ address: payer });
-}
-
-const sum = (values: Array<bigint | null>) =>
-  values.reduce<bigint>((total, value) => total + (value ?? 0n), 0n);
-
 async function owingPayers(count: number): Promise<PrivateKeyAccount[]> {
   const payers: PrivateKeyAccount[] = [];
   for (let index = 0; index < count; index++) payers.push(await payerOwingSmallCost(stack));
   return payers;
+}
+
+/** A starter and three payers, each owing SMALL_COST: two that pay, one whose USDC moves away. */
+async function starterAndThree() {
+  const [starter, first, second, emptied] = (await owingPayers(4)) as [
+    PrivateKeyAccount,
+    PrivateKeyAccount,
+    PrivateKeyAccount,
+    PrivateKeyAccount,
+  ];
+  return { starter, first, second, emptied };
 }
 
 describe('x402 settlements of different payers falling due together', () => {
@@ -129,14 +111,14 @@ describe('x402 settlements of different payers falling due together', () => {
     const treasuryBefore = await usdcBalance(local, treasury);
     const forwarded = anthropic.log.length;
 
-    await holdBlocks();
+    await holdBlocks(local);
     let answers: Answer[];
     try {
       const due = await dueWhileOneIsMined(starter, payers);
       // The starter's block: the others go out together behind it.
       await local.testClient.mine({ blocks: 1 });
       expect(new Set(await sent(payers)).size).toBe(1);
-      await releaseBlocks();
+      await releaseBlocks(local);
       expect((await due.first).status).toBe(200);
       answers = await due.answers;
     } finally {
@@ -150,30 +132,23 @@ describe('x402 settlements of different payers falling due together', () => {
     expect(others).toEqual([]);
     const receipt = await local.publicClient.getTransactionReceipt({ hash: hash as Hash });
     expect(receipt).toMatchObject({ status: 'success', to: MULTICALL3_ADDRESS.toLowerCase() });
-    const transfers = parseEventLogs({ abi: testUsdcAbi, logs: receipt.logs, eventName: 'Transfer' }).map(
-      ({ args }) => args,
-    );
-    expect(transfers).toHaveLength(12);
-    expect(transfers).toEqual(
-      expect.arrayContaining(
-        payers.map((payer) => ({ from: payer.address, to: treasury, value: SMALL_COST })),
-      ),
+    expectEachPaidOnce(
+      receipt,
+      payers.map((payer) => payer.address),
+      treasury,
+      SMALL_COST,
     );
     expect(await usdcBalance(local, treasury)).toBe(treasuryBefore + 13n * SMALL_COST);
     // What each owes now is its paid request's cost.
     for (const payer of payers)
       expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST);
 
-    // Each settlement keeps its share of the transaction's gas and fee; the shares add up to it exactly.
     const settlements = await Promise.all(
       payers.map(async (payer) => (await newest(payer.address)) as Settlement),
     );
     for (const settlement of settlements)
       expect(settlement).toMatchObject({ status: 'confirmed', txHash: hash, amountAtomic: SMALL_COST });
-    expect(sum(settlements.map((settlement) => settlement.gasUsed))).toBe(receipt.gasUsed);
-    expect(sum(settlements.map((settlement) => settlement.feeWei))).toBe(
-      receipt.gasUsed * receipt.effectiveGasPrice,
-    );
+    expectGasShared(receipt, settlements);
     const perPayer = receipt.gasUsed / 12n;
     // The starter's settlement went alone.
     const { gasUsed: alone } = await local.publicClient.getTransactionReceipt({
@@ -188,25 +163,20 @@ describe('x402 settlements of different payers falling due together', () => {
 
   test('a payer whose USDC moved after its simulation is left out: the others settle together, it is refused (402) and still owes', async () => {
     const { local, anthropic } = stack;
-    const [starter, first, second, emptied] = (await owingPayers(4)) as [
-      PrivateKeyAccount,
-      PrivateKeyAccount,
-      PrivateKeyAccount,
-      PrivateKeyAccount,
-    ];
+    const { starter, first, second, emptied } = await starterAndThree();
     const forwarded = anthropic.log.length;
 
-    await holdBlocks();
+    await holdBlocks(local);
     let answers: Answer[];
     try {
       const due = await dueWhileOneIsMined(starter, [first, second, emptied]);
       // Mined in the starter's block, before the batch is estimated.
-      await emptyAccount(emptied.address);
+      await emptyAccount(local, emptied.address);
       await local.testClient.mine({ blocks: 1 });
       expect(await usdcBalance(local, emptied.address)).toBe(0n);
       const [firstTx, secondTx] = await sent([first, second]);
       expect(firstTx).toBe(secondTx);
-      await releaseBlocks();
+      await releaseBlocks(local);
       expect((await due.first).status).toBe(200);
       answers = await due.answers;
     } finally {
@@ -225,16 +195,11 @@ describe('x402 settlements of different payers falling due together', () => {
 
   test('a payer whose USDC moves ahead of the batch in its block fails alone on chain: the others are paid, it is held (503) and still owes', async () => {
     const { local, anthropic } = stack;
-    const [starter, first, second, emptied] = (await owingPayers(4)) as [
-      PrivateKeyAccount,
-      PrivateKeyAccount,
-      PrivateKeyAccount,
-      PrivateKeyAccount,
-    ];
+    const { starter, first, second, emptied } = await starterAndThree();
     const forwarded = anthropic.log.length;
     const treasuryBefore = await usdcBalance(local, local.accounts.treasury.address);
 
-    await holdBlocks();
+    await holdBlocks(local);
     let answers: Answer[];
     let batchHash: Hash | null | undefined;
     try {
@@ -245,11 +210,8 @@ describe('x402 settlements of different payers falling due together', () => {
       expect(new Set(hashes).size).toBe(1);
       batchHash = hashes[0];
       // With a higher tip: mined first in the next block.
-      await emptyAccount(emptied.address, {
-        maxFeePerGas: 500_000_000_000n,
-        maxPriorityFeePerGas: 100_000_000_000n,
-      });
-      await releaseBlocks();
+      await emptyAccount(local, emptied.address, { outbid: true });
+      await releaseBlocks(local);
       expect((await due.first).status).toBe(200);
       answers = await due.answers;
     } finally {
@@ -268,8 +230,10 @@ describe('x402 settlements of different payers falling due together', () => {
     expect(anthropic.log.length).toBe(forwarded + 3);
     expect(await usdcBalance(local, local.accounts.treasury.address)).toBe(treasuryBefore + 3n * SMALL_COST);
     expect((await debtOf(stack.gateway.store, emptied.address)).owedAtomic).toBe(SMALL_COST);
-    const [paid, other] = await Promise.all([newest(first.address), newest(second.address)]);
     // The two paid settlements carry the whole transaction's gas between them.
-    expect(sum([paid?.gasUsed ?? null, other?.gasUsed ?? null])).toBe(receipt.gasUsed);
+    expectGasShared(
+      receipt,
+      (await Promise.all([newest(first.address), newest(second.address)])) as Settlement[],
+    );
   });
 });
