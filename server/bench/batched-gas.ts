@@ -1,7 +1,8 @@
 /**
- * Gas per payer settlement when the settlements of N payers share one `redeemDelegations` (the
- * session rail's batches): N fresh smart accounts, each with the client helper's delegation, settled
- * together twice (each payer's first settlement, then a later one), read from the receipts.
+ * Gas per payer settlement when the settlements of N payers share one transaction, read from the
+ * receipts. Session rail: one `redeemDelegations` of N fresh smart accounts, each with the client
+ * helper's delegation, settled together twice (each payer's first settlement, then a later one).
+ * x402: N fresh EOAs' EIP-3009 authorizations in one Multicall3 `aggregate3`, as the gateway batches them.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -10,6 +11,7 @@ import { generatePrivateKey } from 'viem/accounts';
 import { createLocalWalletClient, createPayerAccount, type LocalChain } from '../devkit/chain/index.js';
 import { buildSessionDelegation } from '../src/client/index.js';
 import { redeemDelegationsCalldata } from '../src/payments/chain/delegation-framework.js';
+import { settleFreshAuthorizations } from '../test/chain/authorizations.js';
 
 /** One batch size's gas per payer settlement (the transaction's gas over its payers). */
 export interface BatchedGas {
@@ -20,16 +22,28 @@ export interface BatchedGas {
   calldataBytes: number;
 }
 
+/** One batch size's gas per x402 settlement; each authorization has a fresh nonce, so a payer's later one costs as its first. */
+export interface X402BatchedGas {
+  payers: number;
+  gas: number;
+  /** Calldata bytes per payer settlement. */
+  calldataBytes: number;
+}
+
 const AMOUNT = 1_234n;
+
+/** A key of its own as the sender (and session delegate): the gateway's key keeps its nonces to itself. */
+async function freshSender(local: LocalChain) {
+  const sender = createLocalWalletClient(local.chain, generatePrivateKey());
+  await local.testClient.setBalance({ address: sender.account.address, value: 10n ** 18n });
+  return sender;
+}
 
 export async function batchedSettlementGas(
   local: LocalChain,
   sizes: readonly number[],
 ): Promise<BatchedGas[]> {
-  // A key of its own as the delegate and sender: the gateway's key keeps its nonces to itself.
-  const senderKey = generatePrivateKey();
-  const sender = createLocalWalletClient(local.chain, senderKey);
-  await local.testClient.setBalance({ address: sender.account.address, value: 10n ** 18n });
+  const sender = await freshSender(local);
   const treasury = local.accounts.treasury.address;
   const transfer = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [treasury, AMOUNT] });
   const results: BatchedGas[] = [];
@@ -71,6 +85,30 @@ export async function batchedSettlementGas(
     const first = await settle();
     const later = await settle();
     results.push({ payers, first, later, calldataBytes: Math.ceil(size(data) / payers) });
+  }
+  return results;
+}
+
+/** x402 `exact` settlements of fresh EOA payers: one sent alone to the token, several in one `aggregate3`. */
+export async function x402BatchedSettlementGas(
+  local: LocalChain,
+  sizes: readonly number[],
+): Promise<X402BatchedGas[]> {
+  const sender = await freshSender(local);
+  const results: X402BatchedGas[] = [];
+  for (const payers of sizes) {
+    const { receipt, data } = await settleFreshAuthorizations(
+      local,
+      sender,
+      payers,
+      local.accounts.treasury.address,
+      AMOUNT,
+    );
+    results.push({
+      payers,
+      gas: Number(receipt.gasUsed / BigInt(payers)),
+      calldataBytes: Math.ceil(size(data) / payers),
+    });
   }
   return results;
 }

@@ -21,7 +21,8 @@
  *     later ones, and the request cost at which the commission pays a settlement's fee on Base
  *     (bench/settlement-gas.ts; its assumptions are printed with it);
  *   - the gas per payer of session settlements batched in one redeemDelegations, for 1, 5 and 12
- *     payers, each payer's first and a later one (bench/batched-gas.ts).
+ *     payers, each payer's first and a later one, and of x402 settlements (fresh EOAs' EIP-3009
+ *     authorizations) sent alone or batched in one Multicall3 aggregate3 (bench/batched-gas.ts).
  * The "nothing owed" load uses a model priced at 0, so the JWT path runs in full (token, session,
  * debt check, usage record) while no settlement is due. Prints a table; writes bench-results/*.json.
  *
@@ -52,7 +53,12 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { createLocalChain, createPayerAccount, type LocalChain, mintUsdc } from '../devkit/chain/index.js';
 import { authorizeWithSmartAccount } from '../src/client/index.js';
 import { createTestDatabase } from '../test/support/db.js';
-import { type BatchedGas, batchedSettlementGas } from './batched-gas.js';
+import {
+  type BatchedGas,
+  batchedSettlementGas,
+  type X402BatchedGas,
+  x402BatchedSettlementGas,
+} from './batched-gas.js';
 import { type LatencySummary, summarize } from './latency.js';
 import type { LoadResult, Scenario, Target } from './load.js';
 import {
@@ -657,8 +663,11 @@ function report(direct: Measured & { autocannon: LoadResult }, floor: Floor, mod
     console.log(cells.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  '));
 }
 
-/** Gas per payer settlement in batches, a payer's first and a later one, and what a later one costs on Base. */
-function reportBatches(batched: BatchedGas[]) {
+/**
+ * Gas per payer settlement in batches, what it costs on Base: session (a payer's first and a later
+ * one; the fee of a later one), then x402 (against one sent alone).
+ */
+function reportBatches(batched: BatchedGas[], x402: X402BatchedGas[]) {
   console.log(
     `\nsession settlements batched in one redeemDelegations (the client's caveat set), gas per payer: first, later; a later one on Base (target: ${TARGETS.batchedLaterGas} at 12 payers)`,
   );
@@ -667,6 +676,18 @@ function reportBatches(batched: BatchedGas[]) {
     const target = payers === 12 ? ` ${mark(later <= TARGETS.batchedLaterGas)}` : '';
     console.log(
       `  ${String(payers).padStart(2)} payer${payers === 1 ? '' : 's'}: ${first}, ${later}${target}  fee ${feeUsd.toFixed(5)} USD, break-even request cost ${breakEven.requestCostUsd.toFixed(4)} USD`,
+    );
+  }
+  console.log(
+    '\nx402 settlements (fresh EOAs, EIP-3009) alone or batched in one Multicall3 aggregate3 (allowFailure, as the gateway sends them), gas per payer',
+  );
+  const alone = x402.find((batch) => batch.payers === 1)?.gas;
+  for (const { payers, gas, calldataBytes } of x402) {
+    const { feeUsd, breakEven } = onBase(gas, calldataBytes, COMMISSION_BPS);
+    const saved =
+      alone && payers > 1 ? ` (${(((alone - gas) / alone) * 100).toFixed(0)}% less than alone)` : '';
+    console.log(
+      `  ${String(payers).padStart(2)} payer${payers === 1 ? '' : 's'}: ${gas}${saved}  fee ${feeUsd.toFixed(5)} USD, break-even request cost ${breakEven.requestCostUsd.toFixed(4)} USD`,
     );
   }
 }
@@ -728,12 +749,15 @@ async function main() {
       console.error(postgresNote);
     }
 
-    console.error(`[batches] ${BATCH_SIZES.join(', ')} payers' settlements in one redeemDelegations`);
+    console.error(
+      `[batches] ${BATCH_SIZES.join(', ')} payers' settlements in one redeemDelegations, then in one aggregate3 (x402)`,
+    );
     const batched = await batchedSettlementGas(local, BATCH_SIZES);
+    const x402Batched = await x402BatchedSettlementGas(local, BATCH_SIZES);
 
     console.log('');
     report(direct, floor, modes);
-    reportBatches(batched);
+    reportBatches(batched, x402Batched);
     console.log(
       `\nsettlement gas: medians of the receipts; break-even = the request cost (commission included) whose commission pays one settlement's fee on Base, ${assumptionsLine(COMMISSION_BPS)}`,
     );
@@ -765,6 +789,7 @@ async function main() {
           bareProxy: floor,
           modes: modes.map((m) => ({ ...m, paidSettled: settledOnly(m.paid) })),
           batchedSettlementGas: batched,
+          x402BatchedSettlementGas: x402Batched,
           postgres: postgresNote ?? 'measured',
         },
         null,

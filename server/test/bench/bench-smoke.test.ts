@@ -119,6 +119,7 @@ test('npm run bench with the smallest settings: exits 0, prints its table, write
       'postgres',
       'settings',
       'targets',
+      'x402BatchedSettlementGas',
     ].sort(),
   );
   expect(results.settings).toMatchObject({
@@ -180,5 +181,14 @@ test('npm run bench with the smallest settings: exits 0, prints its table, write
     expect(stdout).toMatch(new RegExp(`^ +${payers} payers?: +${first}, ${later}`, 'm'));
   }
   expect(batched[2]?.later).toBeLessThan(batched[0]?.later ?? 0);
+  // x402 settlements of 1 (alone), 5 and 12 payers in one aggregate3: gas per payer falls with the size.
+  const x402 = results.x402BatchedSettlementGas as Array<{ payers: number; gas: number }>;
+  expect(x402.map((batch) => batch.payers)).toEqual([1, 5, 12]);
+  for (const { payers, gas } of x402) {
+    expect(gas, `x402, ${payers} payers`).toBeGreaterThan(21_000);
+    expect(stdout).toMatch(new RegExp(`^ +${payers} payers?: +${gas}[ (].* break-even request cost`, 'm'));
+  }
+  expect(x402[1]?.gas).toBeLessThan(x402[0]?.gas ?? 0);
+  expect(x402[2]?.gas).toBeLessThan(x402[1]?.gas ?? 0);
   expect(stdout).toMatch(/^settlement gas: .*assumed for Base: L2 gas 0\.01 gwei.*ETH \$3000/m);
 });
