@@ -5,12 +5,14 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import OpenAI from 'openai';
 import { type Address, type Hex, toHex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { type AnvilProcess, rpc, startAnvil } from '../../devkit/chain/anvil.js';
 import {
   createLocalChain,
   createPayerAccount,
   type LocalChain,
+  mintUsdc,
   usdcBalance,
 } from '../../devkit/chain/index.js';
 import { type AnthropicStep, startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
@@ -25,6 +27,7 @@ import { chainGatewayConfig } from '../support/chain-gateway.js';
 import { type GatewayProcess, gatewayEnvironment, startGatewayProcess } from '../support/gateway-process.js';
 import { confirmedAmount, reconcileWithChain } from '../support/ledger-checks.js';
 import { type OrderingProbe, type ProbedAnswer, startOrderingProbe } from '../support/ordering-probe.js';
+import { openaiClient, payingClient, payingFetch } from '../x402/harness.js';
 import { type RpcProxy, startRpcProxy } from './rpc-proxy.js';
 
 /**
@@ -54,15 +57,20 @@ export interface FaultStack {
    * A fresh smart account with a session; `client()` speaks to the gateway running now. With
    * `deployed: false` it signs before it exists (ERC-6492) and the gateway deploys it.
    */
-  sessionPayer(owner: number, options?: { deployed?: boolean }): Promise<SessionPayer>;
+  sessionPayer(owner: number, options?: { deployed?: boolean }): Promise<Payer>;
   /** A session payer whose one answered request (`SMALL_USAGE`) is owed. */
-  owingPayer(owner: number, options?: { deployed?: boolean }): Promise<SessionPayer>;
+  owingPayer(owner: number, options?: { deployed?: boolean }): Promise<Payer>;
+  /**
+   * An EOA of a fresh key holding `PAYER_FUNDS`, paying by x402 with the stock client, whose one
+   * answered request (`SMALL_USAGE`) is owed.
+   */
+  owingX402Payer(): Promise<Payer>;
   /**
    * The payer's request while a dependency is cut (`cut`, undone by `restore` either way): refused
    * as `expected` (`<status> <code>`), nothing forwarded. Resolves with the refusal.
    */
   refusedWhileCut(
-    payer: SessionPayer,
+    payer: Payer,
     dependency: { cut(): void; restore(): void },
     expected: string,
   ): Promise<ProbedAnswer>;
@@ -70,14 +78,15 @@ export interface FaultStack {
    * The payer's next request is served once its debt (`SMALL_COST`) is paid: nothing was forwarded
    * unpaid, and the ledger matches the chain.
    */
-  servedPayingDebt(payer: SessionPayer): Promise<ProbedAnswer>;
+  servedPayingDebt(payer: Payer): Promise<ProbedAnswer>;
   /** The payer's settlements, newest first, as `<status> <amount>`. */
   settlementStates(payer: Address): Promise<string[]>;
   /** The ledger against the chain, and each payer's USDC against its confirmed settlements. */
   expectLedgerMatchesChain(payers: Address[]): Promise<LedgerReconciliation>;
 }
 
-export interface SessionPayer {
+/** A payer and an OpenAI client that pays as it does (its session's token, or x402 proofs). */
+export interface Payer {
   address: Address;
   client(): OpenAI;
 }
@@ -95,7 +104,7 @@ export interface FaultStackOptions {
 export const SMALL_USAGE = { input_tokens: 10, output_tokens: 2 };
 export const SMALL_COST = 66n;
 
-/** USDC atomic units each session payer starts with. */
+/** USDC atomic units each payer starts with. */
 export const PAYER_FUNDS = 10_000_000n;
 
 /** Settlements fail fast, idle debts are left alone: each test settles by its own requests. */
@@ -177,11 +186,19 @@ export function useFaultStack(options: FaultStackOptions = {}): FaultStack {
     };
   };
 
-  stack.owingPayer = async (owner, options) => {
-    const payer = await stack.sessionPayer(owner, options);
+  const owing = async (payer: Payer) => {
     stack.anthropic.script({ text: 'owed', usage: SMALL_USAGE });
     expect((await stack.probe.chat(payer.client(), payer.address)).status).toBe(200);
     return payer;
+  };
+  stack.owingPayer = async (owner, options) => owing(await stack.sessionPayer(owner, options));
+  stack.owingX402Payer = async () => {
+    const account = privateKeyToAccount(generatePrivateKey());
+    await mintUsdc(stack.local, account.address, PAYER_FUNDS);
+    return owing({
+      address: account.address,
+      client: () => openaiClient(stack.gateway.url, payingFetch(payingClient(stack.local, account))),
+    });
   };
 
   stack.refusedWhileCut = async (payer, dependency, expected) => {

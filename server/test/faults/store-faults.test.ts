@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { alive } from '../devkit/processes.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { type SessionPayer, SMALL_COST, SMALL_USAGE, useFaultStack } from './harness.js';
+import { type Payer, SMALL_COST, SMALL_USAGE, useFaultStack } from './harness.js';
 import { startTcpProxy, type TcpProxy, throughProxy } from './tcp-proxy.js';
 
 // The gateway reaches PostgreSQL and Redis through proxies the test cuts, as a network failure or
@@ -46,7 +46,7 @@ describe.skipIf(!databaseUrl || !redisUrl)(
     });
 
     /** Holds `IN_FLIGHT_LIMIT` requests at the provider, checks the next one is refused, lets them finish. */
-    async function expectBoundHeld(payer: SessionPayer) {
+    async function expectBoundHeld(payer: Payer) {
       const { probe } = stack;
       probe.hold();
       const held = Array.from({ length: IN_FLIGHT_LIMIT }, () => probe.chat(payer.client(), payer.address));

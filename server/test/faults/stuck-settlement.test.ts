@@ -3,7 +3,7 @@ import { type Hex, parseGwei } from 'viem';
 import { expect, test, vi } from 'vitest';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
 import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
-import { FAULT_LIMITS, type SessionPayer, SMALL_COST, useFaultStack } from './harness.js';
+import { FAULT_LIMITS, type Payer, SMALL_COST, useFaultStack } from './harness.js';
 
 // The chain's fees rise past what a settlement's transaction offers while it waits in the pool:
 // the gateway replaces it (same nonce, the market's fees) and whichever is mined pays, once.
@@ -13,7 +13,7 @@ const stack = useFaultStack();
  * The payer's next request is forwarded once its settlement, replaced, is mined: one payment, by the
  * replacement, the replaced transaction kept on the settlement; the ledger matches the chain.
  */
-async function servedAfterReplacing(payer: SessionPayer, replaced: Hex): Promise<Settlement> {
+async function servedAfterReplacing(payer: Payer, replaced: Hex): Promise<Settlement> {
   const served = await stack.probe.chat(payer.client(), payer.address);
   expect(served.status).toBe(200);
   const [settlement] = await settlementsOf(stack.store, payer.address);
@@ -29,7 +29,7 @@ async function servedAfterReplacing(payer: SessionPayer, replaced: Hex): Promise
 }
 
 /** The payer's settlement once recorded as sent and then broadcast: in the pool once the node counts it. */
-function sentAndPooled(payer: SessionPayer): Promise<Settlement & { txHash: Hex }> {
+function sentAndPooled(payer: Payer): Promise<Settlement & { txHash: Hex }> {
   return vi.waitFor(
     async () => {
       const [settlement] = await settlementsOf(stack.store, payer.address);
