@@ -1,17 +1,22 @@
 import { encodePaymentSignatureHeader } from '@x402/core/http';
 import type { APIError } from 'openai';
+import type { Address, Hash } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { describe, expect, test } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
+import { settlementsOf } from '../../src/billing/settlements.js';
+import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
 import { chainGatewayConfig, useTwoInstancesOnPostgres } from '../support/chain-gateway.js';
 import { testDialects } from '../support/db.js';
 import {
   chat,
   chatBody,
+  payerOwingSmallCost,
   payingClient,
   requiredOf,
   SMALL,
   SMALL_COST,
+  settlementOf,
   signedInOpenai,
   type X402Stack,
 } from './harness.js';
@@ -22,9 +27,14 @@ import {
 describe.skipIf(!testDialects.includes('postgres'))(
   'two gateway instances on one PostgreSQL database',
   () => {
+    // Batches wait for the transaction before them however long a test holds the blocks.
     const stack = useTwoInstancesOnPostgres((local, anthropic, databaseUrl) =>
-      chainGatewayConfig(local, anthropic, { databaseUrl }),
+      chainGatewayConfig(local, anthropic, { databaseUrl, limits: { settlementBatchWaitMs: 120_000 } }),
     );
+
+    /** The stack as one instance's clients see it. */
+    const instance = (index: 0 | 1) =>
+      ({ local: stack.local, anthropic: stack.anthropic, gateway: stack.instances[index] }) as X402Stack;
 
     /** A proof of `amount` signed by the stock client for the gateway's current requirements. */
     async function proof(payer: ReturnType<typeof privateKeyToAccount>, amount: bigint) {
@@ -67,10 +77,7 @@ describe.skipIf(!testDialects.includes('postgres'))(
     test('a proof of the debt pays once: the other instance finds the debt paid and refuses it', async () => {
       const payer = privateKeyToAccount(stack.local.accounts.payers[1]!.privateKey);
       await mintUsdc(stack.local, payer.address, 1_000_000n);
-      await chat(
-        { local: stack.local, anthropic: stack.anthropic, gateway: stack.instances[0] } as X402Stack,
-        payer,
-      );
+      await chat(instance(0), payer);
       const before = await usdcBalance(stack.local, payer.address);
       const answers = await race(await proof(payer, SMALL_COST));
       expect(answers.map((answer) => answer.status).sort()).toEqual([200, 402]);
@@ -97,6 +104,87 @@ describe.skipIf(!testDialects.includes('postgres'))(
         details: { requestId: first.response.headers.get('x-request-id'), outcome: 'served' },
       });
       expect(stack.anthropic.log.length - calls).toBe(1);
+    });
+
+    test('each instance batches its own x402 payers: every payer paid exactly once, one transaction per instance', async () => {
+      const { local } = stack;
+      const owing = (index: 0 | 1) => payerOwingSmallCost(instance(index));
+      const starters = [await owing(0), await owing(1)];
+      const batched = [
+        [await owing(0), await owing(0), await owing(0)],
+        [await owing(1), await owing(1), await owing(1)],
+      ];
+      const payers = batched.flat();
+      const everyone = [...starters, ...payers];
+      const balances = await Promise.all(everyone.map((payer) => usdcBalance(local, payer.address)));
+      const treasury = local.accounts.treasury.address;
+      const before = await usdcBalance(local, treasury);
+      const newest = async (payer: Address) => (await settlementsOf(stack.instances[0].store, payer))[0];
+
+      await local.testClient.setAutomine(false);
+      await local.testClient.setIntervalMining({ interval: 0 });
+      let answers: Awaited<ReturnType<typeof chat>>[];
+      try {
+        // Each instance's starter waits in the pool; the others fall due behind them.
+        const first = starters.map((starter, index) => chat(instance(index as 0 | 1), starter));
+        await vi.waitFor(
+          async () => {
+            for (const starter of starters) expect((await newest(starter.address))?.status).toBe('sent');
+          },
+          { timeout: 10_000, interval: 20 },
+        );
+        const due = Promise.all(
+          batched.flatMap((group, index) => group.map((payer) => chat(instance(index as 0 | 1), payer))),
+        );
+        // Each is opened and simulated alone, then joins its instance's queue.
+        await vi.waitFor(
+          async () => {
+            for (const gateway of stack.instances)
+              expect(
+                sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue', {
+                  rail: 'x402',
+                }),
+              ).toBe(3);
+          },
+          { timeout: 30_000, interval: 20 },
+        );
+        await local.testClient.mine({ blocks: 1 });
+        await vi.waitFor(
+          async () => {
+            for (const payer of payers) expect((await newest(payer.address))?.status).toBe('sent');
+          },
+          { timeout: 10_000, interval: 20 },
+        );
+        await local.testClient.setAutomine(true);
+        await local.testClient.mine({ blocks: 1 });
+        await Promise.all(first);
+        answers = await due;
+      } finally {
+        await local.testClient.setAutomine(true);
+      }
+
+      // One transaction per instance, carrying that instance's payers, under distinct nonces.
+      const hashes = batched.map(
+        (group) =>
+          new Set(group.map((payer) => settlementOf(answers[payers.indexOf(payer)]!.headers).transaction)),
+      );
+      expect(hashes.map((group) => group.size)).toEqual([1, 1]);
+      const batchHashes = hashes.map((group) => [...group][0] as Hash);
+      expect(batchHashes[0]).not.toBe(batchHashes[1]);
+      for (const [index, group] of batched.entries()) {
+        const receipt = await local.publicClient.getTransactionReceipt({ hash: batchHashes[index]! });
+        expect(receipt.status).toBe('success');
+        for (const payer of group) {
+          const settlements = await settlementsOf(stack.instances[0].store, payer.address);
+          expect(
+            settlements.map(({ status, amountAtomic, txHash }) => `${status} ${amountAtomic} ${txHash}`),
+          ).toEqual([`confirmed ${SMALL_COST} ${receipt.transactionHash}`]);
+        }
+      }
+      // Each payer's debt, and each starter's, moved to the treasury once.
+      expect(await usdcBalance(local, treasury)).toBe(before + 8n * SMALL_COST);
+      for (const [index, payer] of everyone.entries())
+        expect(await usdcBalance(local, payer.address)).toBe(balances[index]! - SMALL_COST);
     });
   },
 );
