@@ -1,18 +1,14 @@
 import OpenAI from 'openai';
-import { type Address, erc20Abi, type Hash, parseEventLogs } from 'viem';
+import type { Address, Hash } from 'viem';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import { expect, test, vi } from 'vitest';
 import { settlementsOf } from '../../src/billing/settlements.js';
+import { expectEachPaidOnce, holdBlocks, releaseBlocks } from '../support/batches.js';
 import { type Payer, SMALL_COST, useFaultStack } from './harness.js';
 
 // The gateway process is killed (SIGKILL) with a settlement on its way, and the chain node itself
 // restarts losing its pool: after restarting, nothing is lost and nothing is paid twice.
 const stack = useFaultStack();
-/** Transactions wait in the node's pool until mined on demand. */
-async function pauseMining() {
-  await stack.local.testClient.setAutomine(false);
-  await stack.local.testClient.setIntervalMining({ interval: 0 });
-}
 
 /** Resolves once the payer's settlement is recorded as sent: its transaction is signed and stored. */
 async function sent(payer: Address) {
@@ -40,7 +36,7 @@ async function killedOnceSent(payer: Payer) {
 
 /** Killed with the settlement in the node's pool, which is mined afterwards. */
 async function killedWhileInPool(payer: Payer) {
-  await pauseMining();
+  await holdBlocks(stack.local);
   try {
     await killedOnceSent(payer);
   } finally {
@@ -105,7 +101,7 @@ test('the chain node restarts and loses the pending settlement: 503, then sent a
   const forwarded = probe.forwarded();
   const sends = () => rpc.methods.filter((method) => method === 'eth_sendRawTransaction').length;
   const sendsBefore = sends();
-  await pauseMining();
+  await holdBlocks(stack.local);
   const request = interrupted(payer);
   await sent(payer.address);
   // Restarted from what was mined (with 0.2 s blocks again): the settlement's transaction is gone.
@@ -125,7 +121,7 @@ test('the chain node restarts and loses the pending settlement: 503, then sent a
 test('after the node lost a pending settlement, another payer is settled at once, and both pay once', async () => {
   const { probe } = stack;
   const [lost, other] = [await stack.owingPayer(3), await stack.owingPayer(4)];
-  await pauseMining();
+  await holdBlocks(stack.local);
   const request = interrupted(lost);
   await sent(lost.address);
   await stack.restartChain();
@@ -191,16 +187,11 @@ async function restartedAndBatchPaidOnce(payers: Payer[], hash: Hash, forwardedB
   await stack.restart();
   for (const payer of payers)
     expect(await stack.settlementStates(payer.address)).toEqual([`confirmed ${SMALL_COST}`]);
-  const receipt = await stack.local.publicClient.getTransactionReceipt({ hash });
-  const transfers = parseEventLogs({ abi: erc20Abi, logs: receipt.logs, eventName: 'Transfer' }).map(
-    ({ args }) => `${args.from} ${args.to} ${args.value}`,
-  );
-  // One transfer of its debt to the treasury per batched payer.
-  expect(transfers.toSorted()).toEqual(
-    payers
-      .slice(1)
-      .map((payer) => `${payer.address} ${stack.local.accounts.treasury.address} ${SMALL_COST}`)
-      .toSorted(),
+  expectEachPaidOnce(
+    await stack.local.publicClient.getTransactionReceipt({ hash }),
+    payers.slice(1).map((payer) => payer.address),
+    stack.local.accounts.treasury.address,
+    SMALL_COST,
   );
   expect(stack.probe.forwarded()).toBe(forwardedBefore);
   for (const payer of payers) await servedWithoutPaying(payer);
@@ -215,7 +206,7 @@ async function restartedAndBatchPaidOnce(payers: Payer[], hash: Hash, forwardedB
 async function killedWithBatchInPool(payers: Payer[]) {
   const [starter, ...batched] = payers as [Payer, ...Payer[]];
   const forwarded = stack.probe.forwarded();
-  await pauseMining();
+  await holdBlocks(stack.local);
   try {
     const first = interrupted(starter);
     await sent(starter.address);
@@ -229,8 +220,7 @@ async function killedWithBatchInPool(payers: Payer[]) {
     for (const request of requests) expect(await request).toBeInstanceOf(OpenAI.APIConnectionError);
     // Its receipt may have been waited for long enough to refuse it (503): forwarded, it is not.
     expect(await first).not.toMatchObject({ status: 200 });
-    await stack.local.testClient.setAutomine(true);
-    await stack.local.testClient.mine({ blocks: 1 });
+    await releaseBlocks(stack.local);
     expect((await stack.local.publicClient.getTransactionReceipt({ hash })).status).toBe('success');
     await restartedAndBatchPaidOnce(payers, hash, forwarded);
   } finally {
@@ -246,7 +236,7 @@ async function killedWithBatchNeverBroadcast(payers: Payer[]) {
   const { rpc } = stack;
   const [starter, ...batched] = payers as [Payer, ...Payer[]];
   const forwarded = stack.probe.forwarded();
-  await pauseMining();
+  await holdBlocks(stack.local);
   try {
     const first = interrupted(starter);
     await sent(starter.address);
@@ -265,8 +255,7 @@ async function killedWithBatchNeverBroadcast(payers: Payer[]) {
     expect(await first).not.toMatchObject({ status: 200 });
     rpc.down();
     rpc.pass();
-    await stack.local.testClient.setAutomine(true);
-    await stack.local.testClient.mine({ blocks: 1 });
+    await releaseBlocks(stack.local);
     await restartedAndBatchPaidOnce(payers, hash, forwarded);
   } finally {
     rpc.pass();

@@ -6,6 +6,7 @@ import { describe, expect, test, vi } from 'vitest';
 import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
+import { holdBlocks, releaseBlocks } from '../support/batches.js';
 import { chainGatewayConfig, useTwoInstancesOnPostgres } from '../support/chain-gateway.js';
 import { testDialects } from '../support/db.js';
 import {
@@ -121,8 +122,7 @@ describe.skipIf(!testDialects.includes('postgres'))(
       const before = await usdcBalance(local, treasury);
       const newest = async (payer: Address) => (await settlementsOf(stack.instances[0].store, payer))[0];
 
-      await local.testClient.setAutomine(false);
-      await local.testClient.setIntervalMining({ interval: 0 });
+      await holdBlocks(local);
       let answers: Awaited<ReturnType<typeof chat>>[];
       try {
         // Each instance's starter waits in the pool; the others fall due behind them.
@@ -155,8 +155,7 @@ describe.skipIf(!testDialects.includes('postgres'))(
           },
           { timeout: 10_000, interval: 20 },
         );
-        await local.testClient.setAutomine(true);
-        await local.testClient.mine({ blocks: 1 });
+        await releaseBlocks(local);
         await Promise.all(first);
         answers = await due;
       } finally {
