@@ -1,6 +1,6 @@
 import type { Address, Hash } from 'viem';
-import { afterAll, describe, expect, test, vi } from 'vitest';
-import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { describe, expect, test, vi } from 'vitest';
+import { usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
 import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
@@ -12,19 +12,14 @@ import {
   releaseBlocks,
 } from '../support/batches.js';
 import {
-  type AnthropicStep,
   authorize,
   chat,
-  type GatewayUnderTest,
   MODEL,
   newPayer,
   openaiFor,
-  type Simulator,
   SMALL,
   SMALL_COST_ATOMIC,
-  sessionGatewayConfig,
-  startGateway,
-  withSessionStack,
+  useSessionGateway,
 } from './harness.js';
 
 // Settlements of different payers that fall due while one transaction is being mined go out
@@ -38,33 +33,17 @@ import {
  */
 const BATCH_CEILING_PER_PAYER = { first: 139_500n, later: 122_500n };
 
-let local: LocalChain;
-let anthropic: Simulator<AnthropicStep>;
-let gateway: GatewayUnderTest;
-let treasury: Address;
-
-withSessionStack(async (stack) => {
-  ({ local, anthropic } = stack);
-  treasury = local.accounts.treasury.address;
-  gateway = await startGateway(
-    sessionGatewayConfig(local, anthropic, {
-      databaseUrl: stack.database.url,
-      // A batch waits for the transaction before it however long the test holds the blocks.
-      limits: { settlementBatchWaitMs: 120_000 },
-    }),
-  );
-});
-
-afterAll(() => gateway?.close());
+// A batch waits for the transaction before it however long the test holds the blocks.
+const stack = useSessionGateway({ limits: { settlementBatchWaitMs: 120_000 } });
 
 let salt = 0x10;
 
 /** A payer with a session whose one answered request (66 units) is owed. */
 async function owingPayer(owner: number) {
-  const payer = await newPayer(local, owner % 7, { salt: salt++ });
-  const session = await authorize(gateway, payer);
-  anthropic.script({ text: 'owed', usage: SMALL });
-  await chat(openaiFor(gateway, session.token));
+  const payer = await newPayer(stack.local, owner % 7, { salt: salt++ });
+  const session = await authorize(stack.gateway, payer);
+  stack.anthropic.script({ text: 'owed', usage: SMALL });
+  await chat(openaiFor(stack.gateway, session.token));
   return { address: payer.address, token: session.token };
 }
 
@@ -72,7 +51,7 @@ type OwingPayer = Awaited<ReturnType<typeof owingPayer>>;
 
 /** A chat request by fetch: the 402's body is read whole. */
 async function request(payer: OwingPayer) {
-  const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+  const res = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${payer.token}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 64 }),
@@ -85,14 +64,14 @@ async function request(payer: OwingPayer) {
 }
 
 const newest = async (payer: Address): Promise<Settlement | undefined> =>
-  (await settlementsOf(gateway.store, payer, { limit: 1 }))[0];
+  (await settlementsOf(stack.gateway.store, payer, { limit: 1 }))[0];
 
 /**
  * `starter`'s settlement is sent and waits in the pool; then each of `payers` requests, and its
  * settlement is opened and queued behind it. Resolves with the requests under way.
  */
 async function dueWhileOneIsMined(starter: OwingPayer, payers: OwingPayer[]) {
-  anthropic.script(...[starter, ...payers].map(() => ({ text: 'next', usage: SMALL })));
+  stack.anthropic.script(...[starter, ...payers].map(() => ({ text: 'next', usage: SMALL })));
   const first = request(starter);
   await vi.waitFor(async () => expect((await newest(starter.address))?.status).toBe('sent'), {
     timeout: 10_000,
@@ -103,7 +82,9 @@ async function dueWhileOneIsMined(starter: OwingPayer, payers: OwingPayer[]) {
   await vi.waitFor(
     async () =>
       expect(
-        sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue', { rail: 'session' }),
+        sampleValue(await scrapeMetrics(stack.gateway.url), 'paygate_settlement_batch_queue', {
+          rail: 'session',
+        }),
       ).toBe(payers.length),
     { timeout: 30_000, interval: 20 },
   );
@@ -115,30 +96,30 @@ async function dueWhileOneIsMined(starter: OwingPayer, payers: OwingPayer[]) {
  * the next block. Every request is answered 200; resolves with the answers and that transaction.
  */
 async function settleTogether(starter: OwingPayer, payers: OwingPayer[]) {
-  const forwarded = anthropic.log.length;
-  await holdBlocks(local);
+  const forwarded = stack.anthropic.log.length;
+  await holdBlocks(stack.local);
   let answers: Awaited<ReturnType<typeof request>>[];
   try {
     const due = await dueWhileOneIsMined(starter, payers);
     // The starter's block: the others go out together behind it.
-    await local.testClient.mine({ blocks: 1 });
+    await stack.local.testClient.mine({ blocks: 1 });
     await vi.waitFor(
       async () => {
         for (const payer of payers) expect((await newest(payer.address))?.status).toBe('sent');
       },
       { timeout: 10_000, interval: 20 },
     );
-    await releaseBlocks(local);
+    await releaseBlocks(stack.local);
     expect((await due.first).status).toBe(200);
     answers = await due.answers;
   } finally {
-    await local.testClient.setAutomine(true);
+    await stack.local.testClient.setAutomine(true);
   }
   expect(answers.map((answer) => answer.status)).toEqual(payers.map(() => 200));
-  expect(anthropic.log.length).toBe(forwarded + payers.length + 1);
+  expect(stack.anthropic.log.length).toBe(forwarded + payers.length + 1);
   const [hash, ...others] = new Set(answers.map((answer) => answer.tx));
   expect(others).toEqual([]);
-  const receipt = await local.publicClient.getTransactionReceipt({ hash: hash as Hash });
+  const receipt = await stack.local.publicClient.getTransactionReceipt({ hash: hash as Hash });
   expect(receipt.status).toBe('success');
   return receipt;
 }
@@ -148,7 +129,7 @@ describe('settlements of different payers falling due together', () => {
     const starter = await owingPayer(0);
     const payers: OwingPayer[] = [];
     for (let index = 1; index <= 12; index++) payers.push(await owingPayer(index));
-    const treasuryBefore = await usdcBalance(local, treasury);
+    const treasuryBefore = await usdcBalance(stack.local, stack.treasury);
 
     // Each payer's first settlement (its enforcer's counter is written), then a later one.
     const first = await settleTogether(starter, payers);
@@ -156,10 +137,10 @@ describe('settlements of different payers falling due together', () => {
     expectEachPaidOnce(
       receipt,
       payers.map((payer) => payer.address),
-      treasury,
+      stack.treasury,
       SMALL_COST_ATOMIC,
     );
-    expect(await usdcBalance(local, treasury)).toBe(treasuryBefore + 26n * SMALL_COST_ATOMIC);
+    expect(await usdcBalance(stack.local, stack.treasury)).toBe(treasuryBefore + 26n * SMALL_COST_ATOMIC);
 
     const settlements = await Promise.all(
       payers.map(async (payer) => (await newest(payer.address)) as Settlement),
@@ -182,27 +163,27 @@ describe('settlements of different payers falling due together', () => {
   test('a payer whose USDC moved away after its simulation is left out: the others settle together, it stays owed (402)', async () => {
     const starter = await owingPayer(0);
     const [first, second, emptied] = [await owingPayer(1), await owingPayer(2), await owingPayer(3)];
-    const forwarded = anthropic.log.length;
+    const forwarded = stack.anthropic.log.length;
 
-    await holdBlocks(local);
+    await holdBlocks(stack.local);
     let answers: Awaited<ReturnType<typeof request>>[];
     try {
       const due = await dueWhileOneIsMined(starter, [first, second, emptied]);
       // The payer moves its USDC away; it is mined in the starter's block, before the batch is sent.
-      await emptyAccount(local, emptied.address);
-      await local.testClient.mine({ blocks: 1 });
-      expect(await usdcBalance(local, emptied.address)).toBe(0n);
+      await emptyAccount(stack.local, emptied.address);
+      await stack.local.testClient.mine({ blocks: 1 });
+      expect(await usdcBalance(stack.local, emptied.address)).toBe(0n);
       await vi.waitFor(
         async () => {
           for (const payer of [first, second]) expect((await newest(payer.address))?.status).toBe('sent');
         },
         { timeout: 10_000, interval: 20 },
       );
-      await releaseBlocks(local);
+      await releaseBlocks(stack.local);
       expect((await due.first).status).toBe(200);
       answers = await due.answers;
     } finally {
-      await local.testClient.setAutomine(true);
+      await stack.local.testClient.setAutomine(true);
     }
 
     const [paidFirst, paidSecond, refused] = answers as [
@@ -215,27 +196,27 @@ describe('settlements of different payers falling due together', () => {
     expect(refused.status).toBe(402);
     expect(refused.body.error?.details).toMatchObject({ reason: 'insufficient_balance', owedAtomic: '66' });
     // Only the starter's and the two payers' requests reached the provider.
-    expect(anthropic.log.length).toBe(forwarded + 3);
-    expect((await debtOf(gateway.store, emptied.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
+    expect(stack.anthropic.log.length).toBe(forwarded + 3);
+    expect((await debtOf(stack.gateway.store, emptied.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
     expect(await newest(emptied.address)).toMatchObject({ status: 'failed' });
 
     // The strict default: nothing is forwarded while its debt is unpaid.
     const again = await request(emptied);
     expect(again.status).toBe(402);
-    expect(anthropic.log.length).toBe(forwarded + 3);
+    expect(stack.anthropic.log.length).toBe(forwarded + 3);
   });
 
   test('a batch that reverts on chain (a payer moved its USDC in the same block, ahead of it) is sent again payer by payer: the others paid, that one owed (402)', async () => {
     const starter = await owingPayer(4);
     const [first, second, emptied] = [await owingPayer(5), await owingPayer(6), await owingPayer(7)];
-    const forwarded = anthropic.log.length;
+    const forwarded = stack.anthropic.log.length;
 
-    await holdBlocks(local);
+    await holdBlocks(stack.local);
     let answers: Awaited<ReturnType<typeof request>>[];
     let batchHash: Hash | null | undefined;
     try {
       const due = await dueWhileOneIsMined(starter, [first, second, emptied]);
-      await local.testClient.mine({ blocks: 1 });
+      await stack.local.testClient.mine({ blocks: 1 });
       // The batch passed its simulation and waits in the pool.
       await vi.waitFor(
         async () => {
@@ -247,15 +228,15 @@ describe('settlements of different payers falling due together', () => {
         { timeout: 10_000, interval: 20 },
       );
       // The payer moves its USDC with a higher tip: mined first in the next block.
-      await emptyAccount(local, emptied.address, { outbid: true });
-      await releaseBlocks(local);
+      await emptyAccount(stack.local, emptied.address, { outbid: true });
+      await releaseBlocks(stack.local);
       expect((await due.first).status).toBe(200);
       answers = await due.answers;
     } finally {
-      await local.testClient.setAutomine(true);
+      await stack.local.testClient.setAutomine(true);
     }
 
-    const receipt = await local.publicClient.getTransactionReceipt({ hash: batchHash as Hash });
+    const receipt = await stack.local.publicClient.getTransactionReceipt({ hash: batchHash as Hash });
     expect(receipt.status).toBe('reverted');
     const [paidFirst, paidSecond, refused] = answers as [
       (typeof answers)[0],
@@ -266,12 +247,12 @@ describe('settlements of different payers falling due together', () => {
     // Each sent alone after the batch failed, each its own transaction.
     expect(new Set([paidFirst.tx, paidSecond.tx, batchHash]).size).toBe(3);
     for (const payer of [first, second]) {
-      const settlements = await settlementsOf(gateway.store, payer.address, { limit: 2 });
+      const settlements = await settlementsOf(stack.gateway.store, payer.address, { limit: 2 });
       expect(settlements.map((settlement) => settlement.status)).toEqual(['confirmed', 'failed']);
     }
     expect(refused.status).toBe(402);
     expect(refused.body.error?.details).toMatchObject({ reason: 'insufficient_balance', owedAtomic: '66' });
-    expect(anthropic.log.length).toBe(forwarded + 3);
-    expect((await debtOf(gateway.store, emptied.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
+    expect(stack.anthropic.log.length).toBe(forwarded + 3);
+    expect((await debtOf(stack.gateway.store, emptied.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
   });
 });

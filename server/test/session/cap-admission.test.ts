@@ -1,38 +1,23 @@
 import type { Address } from 'viem';
-import { afterAll, describe, expect, test, vi } from 'vitest';
-import { type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { describe, expect, test, vi } from 'vitest';
+import { usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { sessionStanding } from '../../src/billing/settlements.js';
 import type { AuthorizedSession } from '../../src/client/index.js';
 import {
-  type AnthropicStep,
   authorize,
   type GatewayUnderTest,
   MODEL,
   newPayer,
-  type Simulator,
   sessionGatewayConfig,
   startGateway,
-  withSessionStack,
+  useSessionGateway,
 } from './harness.js';
 
 // A settlement is one transfer of the whole debt: a debt beyond what the delegation still allows can
 // never be paid through it. Such requests are refused before they reach the provider.
 
-let local: LocalChain;
-let anthropic: Simulator<AnthropicStep>;
-let gateway: GatewayUnderTest;
-let treasury: Address;
-let databaseUrl: string;
-
-withSessionStack(async (stack) => {
-  ({ local, anthropic } = stack);
-  treasury = local.accounts.treasury.address;
-  databaseUrl = stack.database.url;
-  gateway = await startGateway(sessionGatewayConfig(local, anthropic, { databaseUrl }));
-});
-
-afterAll(() => gateway?.close());
+const stack = useSessionGateway();
 
 const OPUS = 'anthropic/claude-opus-4.5';
 /** 300 input and 2 output tokens of Sonnet ($3 / $15 per million, 10% commission): 1,023 atomic units. */
@@ -66,7 +51,7 @@ interface Answer {
 async function rawChat(
   token: string,
   body: { model?: string; max_tokens?: number } = {},
-  to: Pick<GatewayUnderTest, 'url'> = gateway,
+  to: Pick<GatewayUnderTest, 'url'> = stack.gateway,
 ): Promise<Answer> {
   const res = await fetch(`${to.url}/v1/chat/completions`, {
     method: 'POST',
@@ -81,27 +66,28 @@ async function rawChat(
   return { status: res.status, headers: res.headers, body: (await res.json()) as Answer['body'] };
 }
 
-const balances = (payer: Address) => Promise.all([usdcBalance(local, payer), usdcBalance(local, treasury)]);
+const balances = (payer: Address) =>
+  Promise.all([usdcBalance(stack.local, payer), usdcBalance(stack.local, stack.treasury)]);
 
 /** A request refused at admission: 402, nothing sent to the provider, no USDC moved. */
 async function refusedUpFront(
   session: AuthorizedSession,
   body: Parameters<typeof rawChat>[1] = {},
-  to: Pick<GatewayUnderTest, 'url'> = gateway,
+  to: Pick<GatewayUnderTest, 'url'> = stack.gateway,
 ) {
-  const [before, calls] = [await balances(session.wallet), anthropic.log.length];
+  const [before, calls] = [await balances(session.wallet), stack.anthropic.log.length];
   const refused = await rawChat(session.token, body, to);
   expect(refused.status).toBe(402);
   expect(refused.body.error.code).toBe('payment_required');
-  expect(anthropic.log.length).toBe(calls);
+  expect(stack.anthropic.log.length).toBe(calls);
   expect(await balances(session.wallet)).toEqual(before);
   return refused;
 }
 
 describe('a request whose own worst case exceeds the cap', () => {
   test('a per-period cap of 0.01 USDC refuses a 64,000-token Opus request, and serves a small one', async () => {
-    const payer = await newPayer(local, 0);
-    const session = await authorize(gateway, payer, { cap: 10_000n, period: { seconds: 86_400 } });
+    const payer = await newPayer(stack.local, 0);
+    const session = await authorize(stack.gateway, payer, { cap: 10_000n, period: { seconds: 86_400 } });
     const refused = await refusedUpFront(session, { model: OPUS, max_tokens: 64_000 });
     // A 100-byte body (100 prompt tokens at $6.25 per million, Opus's cache-write price) and 64,000
     // tokens at $25 per million, plus 10%: 1.7606875 USDC. The 0.01 USDC cap affords 338 output tokens.
@@ -121,33 +107,37 @@ describe('a request whose own worst case exceeds the cap', () => {
     expect(refused.body.error.message).toContain('0.01 USDC');
     expect(refused.body.error.message).toMatch(/set max_tokens to at most 338/);
 
-    anthropic.script({ text: 'small', usage: { input_tokens: 10, output_tokens: 2 } });
+    stack.anthropic.script({ text: 'small', usage: { input_tokens: 10, output_tokens: 2 } });
     expect((await rawChat(session.token, { model: OPUS, max_tokens: 64 })).status).toBe(200);
   });
 
   test('without max_tokens the output limit sent is the most the cap can pay for, and the answer says so', async () => {
-    const payer = await newPayer(local, 1);
-    const session = await authorize(gateway, payer, { cap: 10_000n });
+    const payer = await newPayer(stack.local, 1);
+    const session = await authorize(stack.gateway, payer, { cap: 10_000n });
     // An 82-byte body: 82 prompt tokens at $3.75 per million leave 0.01 USDC room for 585 output
     // tokens at $15 per million, 10% included (0.00999075 USDC).
-    anthropic.script({ text: 'clamped', usage: { input_tokens: 8, output_tokens: 585 }, stop: 'max_tokens' });
-    const calls = anthropic.log.length;
+    stack.anthropic.script({
+      text: 'clamped',
+      usage: { input_tokens: 8, output_tokens: 585 },
+      stop: 'max_tokens',
+    });
+    const calls = stack.anthropic.log.length;
     const served = await rawChat(session.token, { max_tokens: undefined });
     expect(served.status).toBe(200);
     expect(served.headers.get('x-output-tokens-limit')).toBe('585');
-    expect(anthropic.log[calls]?.body).toMatchObject({ max_tokens: 585 });
+    expect(stack.anthropic.log[calls]?.body).toMatchObject({ max_tokens: 585 });
   });
 });
 
 describe('what the delegation can still pay', () => {
   test('a total cap mostly used refuses a request its rest cannot cover, and serves one it can', async () => {
-    const payer = await newPayer(local, 2);
-    const session = await authorize(gateway, payer, { cap: 2_000n });
-    anthropic.script({ text: 'debt', usage: DEBT });
+    const payer = await newPayer(stack.local, 2);
+    const session = await authorize(stack.gateway, payer, { cap: 2_000n });
+    stack.anthropic.script({ text: 'debt', usage: DEBT });
     expect((await rawChat(session.token)).status).toBe(200);
 
     // The debt is paid (977 units of the cap left), then the request is refused: it may cost 1,465.
-    const calls = anthropic.log.length;
+    const calls = stack.anthropic.log.length;
     const [, treasuryBefore] = await balances(payer.address);
     const afterPaying = await rawChat(session.token);
     expect(afterPaying.status).toBe(402);
@@ -155,43 +145,43 @@ describe('what the delegation can still pay', () => {
     expect(afterPaying.body.error.message).toContain(
       "the session's total cap of 0.002 USDC has 0.000977 USDC left",
     );
-    expect(anthropic.log.length).toBe(calls);
+    expect(stack.anthropic.log.length).toBe(calls);
     expect((await balances(payer.address))[1]).toBe(treasuryBefore + DEBT_ATOMIC);
-    expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(0n);
+    expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(0n);
 
     // Nothing owed now: a request the rest covers is served.
-    anthropic.script({ text: 'fits', usage: { input_tokens: 1, output_tokens: 1 } });
+    stack.anthropic.script({ text: 'fits', usage: { input_tokens: 1, output_tokens: 1 } });
     expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
   });
 
   test('a request refused for what the cap has left is refused again once nothing is owed', async () => {
-    const payer = await newPayer(local, 3);
-    const session = await authorize(gateway, payer, { cap: 2_000n });
-    anthropic.script({ text: 'debt', usage: DEBT });
+    const payer = await newPayer(stack.local, 3);
+    const session = await authorize(stack.gateway, payer, { cap: 2_000n });
+    stack.anthropic.script({ text: 'debt', usage: DEBT });
     expect((await rawChat(session.token)).status).toBe(200);
     // The debt is paid, then the request refused: 977 units left, it may cost 1,465.
     const afterPaying = await rawChat(session.token);
     expect(afterPaying.body.error.details).toMatchObject({ reason: 'cap_reached', availableAtomic: '977' });
-    expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(0n);
+    expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(0n);
 
     // Sent again, owing nothing: still beyond what the delegation can pay, so not forwarded (served,
     // its debt could never be settled and the payer would be refused for good).
     const again = await refusedUpFront(session);
     expect(again.body.error.details).toEqual(CAP_LEFT_977);
-    anthropic.script({ text: 'fits', usage: { input_tokens: 1, output_tokens: 1 } });
+    stack.anthropic.script({ text: 'fits', usage: { input_tokens: 1, output_tokens: 1 } });
     expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
   });
 
   test('with SETTLE_ON_COMPLETION, a request beyond what the cap has left is refused owing nothing', async () => {
     const onCompletion = await startGateway({
-      ...sessionGatewayConfig(local, anthropic, { databaseUrl }),
+      ...sessionGatewayConfig(stack.local, stack.anthropic, { databaseUrl: stack.database.url }),
       settleOnCompletion: true,
     });
     try {
-      const payer = await newPayer(local, 5);
+      const payer = await newPayer(stack.local, 5);
       const session = await authorize(onCompletion, payer, { cap: 2_000n });
       const [payerBefore, treasuryBefore] = await balances(payer.address);
-      anthropic.script({ text: 'debt', usage: DEBT });
+      stack.anthropic.script({ text: 'debt', usage: DEBT });
       expect((await rawChat(session.token, {}, onCompletion)).status).toBe(200);
       // Settled on completion, with no other request.
       await vi.waitFor(
@@ -217,17 +207,20 @@ describe('what the delegation can still pay', () => {
   });
 
   test('requests in flight at once count together: one the rest cannot cover beside them waits for them (429)', async () => {
-    const payer = await newPayer(local, 6);
+    const payer = await newPayer(stack.local, 6);
     // 2,500 units: one `max_tokens: 64` request (at most 1,465) fits, two do not.
-    const session = await authorize(gateway, payer, { cap: 2_500n });
-    anthropic.script({ text: 'slow', usage: { input_tokens: 1, output_tokens: 1 }, delayMs: 1_500 });
-    const calls = anthropic.log.length;
+    const session = await authorize(stack.gateway, payer, { cap: 2_500n });
+    stack.anthropic.script({ text: 'slow', usage: { input_tokens: 1, output_tokens: 1 }, delayMs: 1_500 });
+    const calls = stack.anthropic.log.length;
     const slow = rawChat(session.token);
-    await vi.waitFor(() => expect(anthropic.log.length).toBe(calls + 1), { timeout: 5_000, interval: 10 });
+    await vi.waitFor(() => expect(stack.anthropic.log.length).toBe(calls + 1), {
+      timeout: 5_000,
+      interval: 10,
+    });
 
     // Each fits alone; together they could owe more than the delegation can ever pay. Not refused
     // for good: the one in flight may cost far less than its most, so it is a wait (429, retried).
-    const [before, waiting] = [await balances(session.wallet), anthropic.log.length];
+    const [before, waiting] = [await balances(session.wallet), stack.anthropic.log.length];
     const refused = await rawChat(session.token);
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('1');
@@ -246,26 +239,26 @@ describe('what the delegation can still pay', () => {
     expect(refused.body.error.message).toMatch(
       /your requests in flight may cost up to 0\.001465 USDC .*retry when one of them completes/,
     );
-    expect(anthropic.log.length).toBe(waiting);
+    expect(stack.anthropic.log.length).toBe(waiting);
     expect(await balances(session.wallet)).toEqual(before);
     // A smaller one fits beside it: with 32 output tokens it may cost 937 units.
-    anthropic.script({ text: 'beside', usage: { input_tokens: 1, output_tokens: 1 } });
+    stack.anthropic.script({ text: 'beside', usage: { input_tokens: 1, output_tokens: 1 } });
     expect((await rawChat(session.token, { max_tokens: 32 })).status).toBe(200);
 
     // Once the slow one completed, what it cost is owed instead: paid first, then the request fits.
     expect((await slow).status).toBe(200);
-    anthropic.script({ text: 'after', usage: { input_tokens: 1, output_tokens: 1 } });
+    stack.anthropic.script({ text: 'after', usage: { input_tokens: 1, output_tokens: 1 } });
     const after = await rawChat(session.token);
     expect(after.status).toBe(200);
     expect(after.headers.get('x-settlement-amount')).not.toBeNull();
   });
 
   test('a per-period cap refuses for the rest of its period, and serves again in the next', async () => {
-    const payer = await newPayer(local, 4);
+    const payer = await newPayer(stack.local, 4);
     // A 60-second period that ends about 15 seconds from now.
     const startsAt = new Date(Date.now() - 45_000);
-    const session = await authorize(gateway, payer, { cap: 2_000n, period: { seconds: 60, startsAt } });
-    anthropic.script({ text: 'debt', usage: DEBT });
+    const session = await authorize(stack.gateway, payer, { cap: 2_000n, period: { seconds: 60, startsAt } });
+    stack.anthropic.script({ text: 'debt', usage: DEBT });
     expect((await rawChat(session.token)).status).toBe(200);
     const afterPaying = await rawChat(session.token);
     expect(afterPaying.status).toBe(402);
@@ -276,7 +269,7 @@ describe('what the delegation can still pay', () => {
     });
     expect(afterPaying.body.error.message).toMatch(/left in this period.*wait for the next period/);
     // Owing nothing now, it is still refused until the period ends.
-    expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(0n);
+    expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(0n);
     const again = await refusedUpFront(session);
     expect(again.body.error.details).toMatchObject({
       reason: 'cap_reached',
@@ -287,7 +280,7 @@ describe('what the delegation can still pay', () => {
 
     const nextPeriod = startsAt.getTime() + 60_000;
     await new Promise((resolve) => setTimeout(resolve, nextPeriod - Date.now() + 1_000));
-    anthropic.script({ text: 'next', usage: DEBT });
+    stack.anthropic.script({ text: 'next', usage: DEBT });
     expect((await rawChat(session.token)).status).toBe(200);
   }, 40_000);
 });

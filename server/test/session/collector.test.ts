@@ -1,6 +1,6 @@
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
-import { afterAll, describe, expect, onTestFinished, test, vi } from 'vitest';
-import { emptyUsdc, type LocalChain, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
+import { describe, expect, test, vi } from 'vitest';
+import { emptyUsdc, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { markSettlementSent, openSettlement, settlementsOf } from '../../src/billing/settlements.js';
 import { createChainClient } from '../../src/payments/chain/chain-client.js';
@@ -8,36 +8,22 @@ import { type CollectorOptions, createCollector } from '../../src/payments/sessi
 import { settlementBatcher } from '../../src/payments/session/settlement-batch.js';
 import { completedRequest } from '../support/usage-entries.js';
 import {
-  type AnthropicStep,
   authorize,
   chat,
   type GatewayUnderTest,
   newPayer,
   openaiFor,
-  type Simulator,
   SMALL,
   SMALL_COST_ATOMIC,
-  sessionGatewayConfig,
-  startGateway,
-  temporaryDatabase,
-  withSessionStack,
+  startOwnGateway,
+  useSessionGateway,
 } from './harness.js';
 
-let local: LocalChain;
-let anthropic: Simulator<AnthropicStep>;
-let gateway: GatewayUnderTest;
-
-withSessionStack(async (stack) => {
-  ({ local, anthropic } = stack);
-  const config = sessionGatewayConfig(local, anthropic, {
-    databaseUrl: stack.database.url,
-    limits: { collectorIdleMs: 300, collectorIntervalMs: 100 },
-  });
+const stack = useSessionGateway({
+  limits: { collectorIdleMs: 300, collectorIntervalMs: 100 },
   // The real /health checks: the collector's among them.
-  gateway = await startGateway(config, {});
+  parts: {},
 });
-
-afterAll(() => gateway?.close());
 
 interface CollectorHealth {
   status: string;
@@ -49,31 +35,20 @@ interface CollectorHealth {
 }
 
 async function collectorHealth(): Promise<CollectorHealth> {
-  const res = await fetch(`${gateway.url}/health`);
+  const res = await fetch(`${stack.gateway.url}/health`);
   const body = (await res.json()) as { data: { dependencies: { collector: CollectorHealth } } };
   return body.data.dependencies.collector;
 }
 
 const waitLong = { timeout: 20_000, interval: 100 };
 
-/** A gateway of its own database whose collector stays quiet, stopped when the test ends. */
-async function quietGateway(): Promise<GatewayUnderTest> {
-  const database = temporaryDatabase();
-  const quiet = await startGateway(sessionGatewayConfig(local, anthropic, { databaseUrl: database.url }));
-  onTestFinished(async () => {
-    await quiet.close();
-    database.remove();
-  });
-  return quiet;
-}
-
 /** A payer (kit key `owner`) owing one answered request it cannot pay: it emptied its account since. */
 async function payerOwingUnpaid(on: GatewayUnderTest, owner: number) {
-  const payer = await newPayer(local, owner);
+  const payer = await newPayer(stack.local, owner);
   const session = await authorize(on, payer);
-  anthropic.script({ text: 'unpaid', usage: SMALL });
+  stack.anthropic.script({ text: 'unpaid', usage: SMALL });
   await chat(openaiFor(on, session.token));
-  await emptyUsdc(local, payer.address);
+  await emptyUsdc(stack.local, payer.address);
   return { payer, session };
 }
 
@@ -101,23 +76,25 @@ function collectorOf(
 }
 
 test('the last request of a payer who went quiet is paid by the collector', async () => {
-  const payer = await newPayer(local, 0);
-  const session = await authorize(gateway, payer);
+  const payer = await newPayer(stack.local, 0);
+  const session = await authorize(stack.gateway, payer);
   const [payerBefore, treasuryBefore] = await Promise.all([
-    usdcBalance(local, payer.address),
-    usdcBalance(local, local.accounts.treasury.address),
+    usdcBalance(stack.local, payer.address),
+    usdcBalance(stack.local, stack.local.accounts.treasury.address),
   ]);
-  anthropic.script({ text: 'last words', usage: SMALL });
-  const answer = await chat(openaiFor(gateway, session.token));
+  stack.anthropic.script({ text: 'last words', usage: SMALL });
+  const answer = await chat(openaiFor(stack.gateway, session.token));
   expect(answer.headers.get('x-settlement-tx')).toBeNull();
 
   await vi.waitFor(async () => {
-    const [settlement] = await settlementsOf(gateway.store, payer.address);
+    const [settlement] = await settlementsOf(stack.gateway.store, payer.address);
     expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
   }, waitLong);
-  expect(await usdcBalance(local, payer.address)).toBe(payerBefore - SMALL_COST_ATOMIC);
-  expect(await usdcBalance(local, local.accounts.treasury.address)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
-  expect((await debtOf(gateway.store, payer.address)).owedPicoUsd).toBe(0n);
+  expect(await usdcBalance(stack.local, payer.address)).toBe(payerBefore - SMALL_COST_ATOMIC);
+  expect(await usdcBalance(stack.local, stack.local.accounts.treasury.address)).toBe(
+    treasuryBefore + SMALL_COST_ATOMIC,
+  );
+  expect((await debtOf(stack.gateway.store, payer.address)).owedPicoUsd).toBe(0n);
   const health = await collectorHealth();
   expect(health.status).toBe('up');
   expect(health.state.running).toBe(true);
@@ -125,14 +102,14 @@ test('the last request of a payer who went quiet is paid by the collector', asyn
 });
 
 test('the idle debts of several payers collected in one run share transactions', async () => {
-  const quiet = await quietGateway();
-  const payers = await Promise.all([0, 1, 2, 3].map((owner) => newPayer(local, owner, { salt: 40 })));
+  const quiet = await startOwnGateway(stack);
+  const payers = await Promise.all([0, 1, 2, 3].map((owner) => newPayer(stack.local, owner, { salt: 40 })));
   for (const payer of payers) {
     const session = await authorize(quiet, payer);
-    anthropic.script({ text: 'last words', usage: SMALL });
+    stack.anthropic.script({ text: 'last words', usage: SMALL });
     expect((await chat(openaiFor(quiet, session.token))).status).toBe(200);
   }
-  const treasuryBefore = await usdcBalance(local, local.accounts.treasury.address);
+  const treasuryBefore = await usdcBalance(stack.local, stack.local.accounts.treasury.address);
 
   const run = await collectorOf(quiet, { batched: true }).runOnce(new Date(Date.now() + 1_000));
 
@@ -145,20 +122,20 @@ test('the idle debts of several payers collected in one run share transactions',
     expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
   // The first goes out at once; those falling due while it is mined go together behind it.
   expect(new Set(settlements.map((settlement) => settlement?.txHash)).size).toBeLessThan(payers.length);
-  expect(await usdcBalance(local, local.accounts.treasury.address)).toBe(
+  expect(await usdcBalance(stack.local, stack.local.accounts.treasury.address)).toBe(
     treasuryBefore + 4n * SMALL_COST_ATOMIC,
   );
 });
 
 test("a debt the newest session's cap cannot pay is collected through an older session of the payer", async () => {
-  const quiet = await quietGateway();
-  const payer = await newPayer(local, 3, { salt: 23 });
+  const quiet = await startOwnGateway(stack);
+  const payer = await newPayer(stack.local, 3, { salt: 23 });
   const older = await authorize(quiet, payer);
-  anthropic.script({ text: 'last words', usage: SMALL });
+  stack.anthropic.script({ text: 'last words', usage: SMALL });
   expect((await chat(openaiFor(quiet, older.token))).status).toBe(200);
   // Signed since, with a cap below the debt.
   await authorize(quiet, payer, { cap: 10n });
-  const before = await usdcBalance(local, payer.address);
+  const before = await usdcBalance(stack.local, payer.address);
 
   const run = await collectorOf(quiet, {}).runOnce(new Date(Date.now() + 1_000));
 
@@ -166,12 +143,12 @@ test("a debt the newest session's cap cannot pay is collected through an older s
   const [paid, refused] = await settlementsOf(quiet.store, payer.address);
   expect(paid).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
   expect(refused).toMatchObject({ status: 'failed', amountAtomic: SMALL_COST_ATOMIC });
-  expect(await usdcBalance(local, payer.address)).toBe(before - SMALL_COST_ATOMIC);
+  expect(await usdcBalance(stack.local, payer.address)).toBe(before - SMALL_COST_ATOMIC);
   expect((await debtOf(quiet.store, payer.address)).owedAtomic).toBe(0n);
 });
 
 test('a collection that fails is retried, shown in /health and as failed settlements in GraphQL', async () => {
-  const { payer, session } = await payerOwingUnpaid(gateway, 1);
+  const { payer, session } = await payerOwingUnpaid(stack.gateway, 1);
 
   await vi.waitFor(async () => {
     const failing = (await collectorHealth()).state.failing.find((entry) => entry.payer === payer.address);
@@ -179,7 +156,7 @@ test('a collection that fails is retried, shown in /health and as failed settlem
     expect(failing?.lastError).toMatch(/less USDC than it owes/);
   }, waitLong);
 
-  const res = await fetch(`${gateway.url}/graphql`, {
+  const res = await fetch(`${stack.gateway.url}/graphql`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${session.token}` },
     body: JSON.stringify({
@@ -197,13 +174,13 @@ test('a collection that fails is retried, shown in /health and as failed settlem
   expect(data.settlements.edges[0]?.node).toMatchObject({ status: 'failed', amountAtomic: '66' });
   expect(data.settlements.edges[0]?.node.failureReason).toMatch(/less USDC than it owes/);
   // Nothing moved, and the debt is still owed.
-  expect(await usdcBalance(local, payer.address)).toBe(0n);
-  expect((await debtOf(gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
+  expect(await usdcBalance(stack.local, payer.address)).toBe(0n);
+  expect((await debtOf(stack.gateway.store, payer.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
 });
 
 test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every run', async () => {
   // A gateway whose own collector stays quiet, and a collector driven with explicit clock readings.
-  const quiet = await quietGateway();
+  const quiet = await startOwnGateway(stack);
   const { payer } = await payerOwingUnpaid(quiet, 2);
   const collector = collectorOf(quiet, { backoffMs: 1_000 });
   const start = Date.now() + 1_000;
@@ -222,14 +199,14 @@ test('a failing payer is retried after 1, 2, 4 ... backoff periods, not on every
 });
 
 test('a failing payer that paid its debt with a request leaves the failure list at the end of the next pass', async () => {
-  const quiet = await quietGateway();
+  const quiet = await startOwnGateway(stack);
   const { payer, session } = await payerOwingUnpaid(quiet, 4);
   const collector = collectorOf(quiet, { backoffMs: 1_000 });
   expect((await collector.runOnce(new Date(Date.now() + 1_000))).failed).toEqual([payer.address]);
   expect(collector.state().failing.map((entry) => entry.payer)).toEqual([payer.address]);
 
-  await mintUsdc(local, payer.address, 1_000_000n);
-  anthropic.script({ text: 'paid', usage: SMALL });
+  await mintUsdc(stack.local, payer.address, 1_000_000n);
+  stack.anthropic.script({ text: 'paid', usage: SMALL });
   const paying = await chat(openaiFor(quiet, session.token));
   expect(paying.headers.get('x-settlement-amount')).toBe(SMALL_COST_ATOMIC.toString());
   // Its new debt is not idle yet: the pass over the idle debtors no longer meets it.
@@ -238,7 +215,7 @@ test('a failing payer that paid its debt with a request leaves the failure list 
 });
 
 test('a failing payer whose settlement is in flight stays on the failure list, though not an idle debtor then', async () => {
-  const quiet = await quietGateway();
+  const quiet = await startOwnGateway(stack);
   const { payer } = await payerOwingUnpaid(quiet, 5);
   const collector = collectorOf(quiet, { backoffMs: 60_000 });
   const later = new Date(Date.now() + 1_000);
@@ -249,15 +226,15 @@ test('a failing payer whose settlement is in flight stays on the failure list, t
 });
 
 test('a settlement the node fails on does not keep idle debts from being collected in the same run', async () => {
-  const quiet = await quietGateway();
+  const quiet = await startOwnGateway(stack);
   // In flight with a transaction hash the node refuses to look up.
   const stuck = privateKeyToAddress(generatePrivateKey());
   await recordUsages(quiet.store, [completedRequest(stuck, 66_000_000n)]);
   const inFlight = await openSettlement(quiet.store, stuck, 'session');
   await markSettlementSent(quiet.store, inFlight!.id, '0xabc');
-  const payer = await newPayer(local, 6);
+  const payer = await newPayer(stack.local, 6);
   const session = await authorize(quiet, payer);
-  anthropic.script({ text: 'last words', usage: SMALL });
+  stack.anthropic.script({ text: 'last words', usage: SMALL });
   await chat(openaiFor(quiet, session.token));
   const collector = collectorOf(quiet, {});
 
@@ -269,7 +246,7 @@ test('a settlement the node fails on does not keep idle debts from being collect
 });
 
 test('payers that can never be collected, more than a batch of them, do not keep another from being collected', async () => {
-  const quiet = await quietGateway();
+  const quiet = await startOwnGateway(stack);
   // Idle longer than anyone else, with no session left to collect with.
   const longGone = Array.from({ length: 100 }, () => privateKeyToAddress(generatePrivateKey()));
   const anHourAgo = new Date(Date.now() - 3_600_000);
@@ -277,11 +254,11 @@ test('payers that can never be collected, more than a batch of them, do not keep
     quiet.store,
     longGone.map((payer) => completedRequest(payer, 66_000_000n, { createdAt: anHourAgo })),
   );
-  const payer = await newPayer(local, 3);
+  const payer = await newPayer(stack.local, 3);
   const session = await authorize(quiet, payer);
-  anthropic.script({ text: 'last words', usage: SMALL });
+  stack.anthropic.script({ text: 'last words', usage: SMALL });
   await chat(openaiFor(quiet, session.token));
-  const payerBefore = await usdcBalance(local, payer.address);
+  const payerBefore = await usdcBalance(stack.local, payer.address);
   const collector = collectorOf(quiet, { batchSize: 10 });
 
   const start = Date.now() + 1_000;
@@ -294,7 +271,7 @@ test('payers that can never be collected, more than a batch of them, do not keep
   for (const run of runs) expect(run.collected.length + run.failed.length).toBeLessThanOrEqual(10);
   const [settlement] = await settlementsOf(quiet.store, payer.address);
   expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
-  expect(await usdcBalance(local, payer.address)).toBe(payerBefore - SMALL_COST_ATOMIC);
+  expect(await usdcBalance(stack.local, payer.address)).toBe(payerBefore - SMALL_COST_ATOMIC);
   expect(collector.state().failing).toHaveLength(100);
 });
 
@@ -314,29 +291,29 @@ describe('debts a session would outlive are collected without waiting for the id
     expiresInSeconds: number,
     emptied = false,
   ) {
-    const payer = await newPayer(local, owner, { salt });
+    const payer = await newPayer(stack.local, owner, { salt });
     const session = await authorize(on, payer, { expiresInSeconds });
-    anthropic.script({ text: 'last words', usage: SMALL, delayMs: emptied ? 1_000 : 0 });
-    const calls = anthropic.log.length;
+    stack.anthropic.script({ text: 'last words', usage: SMALL, delayMs: emptied ? 1_000 : 0 });
+    const calls = stack.anthropic.log.length;
     const answer = chat(openaiFor(on, session.token));
     if (emptied) {
-      await vi.waitFor(() => expect(anthropic.log.length).toBe(calls + 1), waitLong);
-      await emptyUsdc(local, payer.address);
+      await vi.waitFor(() => expect(stack.anthropic.log.length).toBe(calls + 1), waitLong);
+      await emptyUsdc(stack.local, payer.address);
     }
     expect((await answer).status).toBe(200);
-    return { payer, session, balanceBefore: await usdcBalance(local, payer.address) };
+    return { payer, session, balanceBefore: await usdcBalance(stack.local, payer.address) };
   }
 
   test('the debt of a session expiring in 10 minutes, unpaid on completion, is collected at once; one of a lasting session waits', async () => {
-    const quiet = await quietGateway();
+    const quiet = await startOwnGateway(stack);
     // Settled as its request completes (its session ends soon), when the account held nothing.
     const ending = await owingOne(quiet, 0, 21, 600, true);
     await vi.waitFor(async () => {
       const [settlement] = await settlementsOf(quiet.store, ending.payer.address);
       expect(settlement?.status).toBe('failed');
     }, waitLong);
-    await mintUsdc(local, ending.payer.address, 1_000_000n);
-    const endingBefore = await usdcBalance(local, ending.payer.address);
+    await mintUsdc(stack.local, ending.payer.address, 1_000_000n);
+    const endingBefore = await usdcBalance(stack.local, ending.payer.address);
     const lasting = await owingOne(quiet, 1, 21, 86_400);
     const collector = collectorOf(quiet, { idleMs: FIFTEEN_MINUTES });
 
@@ -346,15 +323,15 @@ describe('debts a session would outlive are collected without waiting for the id
     expect(run.failed).toEqual([]);
     const [settlement] = await settlementsOf(quiet.store, ending.payer.address);
     expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
-    expect(await usdcBalance(local, ending.payer.address)).toBe(endingBefore - SMALL_COST_ATOMIC);
+    expect(await usdcBalance(stack.local, ending.payer.address)).toBe(endingBefore - SMALL_COST_ATOMIC);
     expect((await debtOf(quiet.store, ending.payer.address)).owedAtomic).toBe(0n);
     // Its next request pays it, or the collector once it is idle.
-    expect(await usdcBalance(local, lasting.payer.address)).toBe(lasting.balanceBefore);
+    expect(await usdcBalance(stack.local, lasting.payer.address)).toBe(lasting.balanceBefore);
     expect((await debtOf(quiet.store, lasting.payer.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
   });
 
   test('the debt a revocation reports is paid at once, through the revoked delegation', async () => {
-    const quiet = await quietGateway();
+    const quiet = await startOwnGateway(stack);
     const { payer, session, balanceBefore } = await owingOne(quiet, 2, 21, 86_400);
     const revoked = await fetch(`${quiet.url}/v1/authorize`, {
       method: 'DELETE',
@@ -369,7 +346,7 @@ describe('debts a session would outlive are collected without waiting for the id
     expect((await collector.runOnce(new Date())).collected).toEqual([payer.address]);
     const [settlement] = await settlementsOf(quiet.store, payer.address);
     expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
-    expect(await usdcBalance(local, payer.address)).toBe(balanceBefore - SMALL_COST_ATOMIC);
+    expect(await usdcBalance(stack.local, payer.address)).toBe(balanceBefore - SMALL_COST_ATOMIC);
     expect((await debtOf(quiet.store, payer.address)).owedAtomic).toBe(0n);
   });
 });
@@ -378,17 +355,17 @@ describe('a request completed near the end of its session', () => {
   test("is paid at once: the collector's next run would come after the session's delegation can pay", async () => {
     // SETTLE_ON_COMPLETION is off, and the gateway's collector ran at start-up and runs again in an
     // hour: after the session's end, when its delegation no longer pays.
-    const quiet = await quietGateway();
-    const ending = await newPayer(local, 0, { salt: 31 });
-    const lasting = await newPayer(local, 1, { salt: 31 });
+    const quiet = await startOwnGateway(stack);
+    const ending = await newPayer(stack.local, 0, { salt: 31 });
+    const lasting = await newPayer(stack.local, 1, { salt: 31 });
     const endingSession = await authorize(quiet, ending, { expiresInSeconds: 120 });
     const lastingSession = await authorize(quiet, lasting);
     const [endingBefore, lastingBefore] = await Promise.all([
-      usdcBalance(local, ending.address),
-      usdcBalance(local, lasting.address),
+      usdcBalance(stack.local, ending.address),
+      usdcBalance(stack.local, lasting.address),
     ]);
 
-    anthropic.script({ text: 'last words', usage: SMALL }, { text: 'more to come', usage: SMALL });
+    stack.anthropic.script({ text: 'last words', usage: SMALL }, { text: 'more to come', usage: SMALL });
     const last = await chat(openaiFor(quiet, endingSession.token));
     expect((await chat(openaiFor(quiet, lastingSession.token))).status).toBe(200);
     // Nothing was owed when it arrived: its own debt is paid after its answer, with no further request.
@@ -398,11 +375,11 @@ describe('a request completed near the end of its session', () => {
       const [settlement] = await settlementsOf(quiet.store, ending.address);
       expect(settlement).toMatchObject({ status: 'confirmed', amountAtomic: SMALL_COST_ATOMIC });
     }, waitLong);
-    expect(await usdcBalance(local, ending.address)).toBe(endingBefore - SMALL_COST_ATOMIC);
+    expect(await usdcBalance(stack.local, ending.address)).toBe(endingBefore - SMALL_COST_ATOMIC);
     expect((await debtOf(quiet.store, ending.address)).owedAtomic).toBe(0n);
     // Far from its session's end, a debt waits for the payer's next request (or the collector), as before.
     expect(await settlementsOf(quiet.store, lasting.address)).toEqual([]);
-    expect(await usdcBalance(local, lasting.address)).toBe(lastingBefore);
+    expect(await usdcBalance(stack.local, lasting.address)).toBe(lastingBefore);
     expect((await debtOf(quiet.store, lasting.address)).owedAtomic).toBe(SMALL_COST_ATOMIC);
     // The collector's first run after the session's end finds nothing left that it could not pay.
     const afterEnd = new Date(Date.parse(endingSession.expiresAt) + 1_000);

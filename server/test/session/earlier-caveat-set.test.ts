@@ -1,7 +1,7 @@
 import { createCaveatBuilder } from '@metamask/smart-accounts-kit/utils';
 import type { Address, Hash } from 'viem';
-import { afterAll, describe, expect, test } from 'vitest';
-import { type LocalChain, type PayerAccount, usdcBalance } from '../../devkit/chain/index.js';
+import { describe, expect, test } from 'vitest';
+import { type PayerAccount, usdcBalance } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import {
   authorizeSession,
@@ -12,39 +12,23 @@ import {
   termsOfAccount,
 } from '../../src/client/index.js';
 import {
-  type AnthropicStep,
   authorize,
   chat,
-  type GatewayUnderTest,
   newPayer,
   openaiFor,
-  type Simulator,
   SMALL,
   SMALL_COST_ATOMIC,
-  sessionGatewayConfig,
-  startGateway,
-  withSessionStack,
+  useSessionGateway,
 } from './harness.js';
 
 // The client helper builds three caveats (amount cap, recipient pin, expiry). Sessions authorized with
 // the five it built before (ValueLte first, Redeemer last) stay accepted and are settled as before.
 
-let local: LocalChain;
-let anthropic: Simulator<AnthropicStep>;
-let gateway: GatewayUnderTest;
-let treasury: Address;
-
-withSessionStack(async (stack) => {
-  ({ local, anthropic } = stack);
-  treasury = local.accounts.treasury.address;
-  gateway = await startGateway(sessionGatewayConfig(local, anthropic, { databaseUrl: stack.database.url }));
-});
-
-afterAll(() => gateway?.close());
+const stack = useSessionGateway();
 
 /** A session from the five-caveat delegation: ValueLte, the helper's three caveats, Redeemer naming the key. */
 async function authorizeFiveCaveats(payer: PayerAccount) {
-  const terms: SessionTerms = termsOfAccount(await fetchTerms(gateway.url), payer.account);
+  const terms: SessionTerms = termsOfAccount(await fetchTerms(stack.gateway.url), payer.account);
   const three = buildSessionDelegation({
     terms,
     smartAccount: payer.account,
@@ -62,36 +46,36 @@ async function authorizeFiveCaveats(payer: PayerAccount) {
     ],
   };
   const signature = await signSessionDelegation(payer.account, delegation, terms);
-  return authorizeSession({ gatewayUrl: gateway.url, delegation, signature, chainId: terms.chainId });
+  return authorizeSession({ gatewayUrl: stack.gateway.url, delegation, signature, chainId: terms.chainId });
 }
 
 /** Two paid requests: the second settles the first; the gas its settlement used. */
 async function settledGas(token: string, payer: Address): Promise<bigint> {
-  const client = openaiFor(gateway, token);
-  anthropic.script({ text: 'first', usage: SMALL }, { text: 'second', usage: SMALL });
+  const client = openaiFor(stack.gateway, token);
+  stack.anthropic.script({ text: 'first', usage: SMALL }, { text: 'second', usage: SMALL });
   await chat(client);
-  const before = await usdcBalance(local, treasury);
+  const before = await usdcBalance(stack.local, stack.treasury);
   await chat(client);
-  expect(await usdcBalance(local, treasury)).toBe(before + SMALL_COST_ATOMIC);
-  const [settlement] = await settlementsOf(gateway.store, payer, { limit: 1 });
-  const receipt = await local.publicClient.getTransactionReceipt({ hash: settlement?.txHash as Hash });
+  expect(await usdcBalance(stack.local, stack.treasury)).toBe(before + SMALL_COST_ATOMIC);
+  const [settlement] = await settlementsOf(stack.gateway.store, payer, { limit: 1 });
+  const receipt = await stack.local.publicClient.getTransactionReceipt({ hash: settlement?.txHash as Hash });
   expect(receipt.status).toBe('success');
   return receipt.gasUsed;
 }
 
 describe('a session authorized with the earlier five-caveat delegation', () => {
   test('is accepted with the same limits, and its debts are settled to the treasury, for more gas than the three-caveat set', async () => {
-    const earlier = await newPayer(local, 0);
+    const earlier = await newPayer(stack.local, 0);
     const session = await authorizeFiveCaveats(earlier);
     expect(session.limits).toMatchObject({
-      token: local.usdc,
-      recipient: treasury,
+      token: stack.local.usdc,
+      recipient: stack.treasury,
       totalCapAtomic: '5000000',
     });
     const earlierGas = await settledGas(session.token, earlier.address);
 
-    const current = await newPayer(local, 1);
-    const currentGas = await settledGas((await authorize(gateway, current)).token, current.address);
+    const current = await newPayer(stack.local, 1);
+    const currentGas = await settledGas((await authorize(stack.gateway, current)).token, current.address);
 
     // Both first settlements of their delegation: the two dropped caveats cost over 40k gas.
     expect(earlierGas - currentGas).toBeGreaterThan(40_000n);

@@ -5,8 +5,8 @@ import {
 } from '@metamask/smart-accounts-kit/utils';
 import { type Address, getAddress, type Hex, numberToHex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type LocalChain, mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { upgradeEoa } from '../../devkit/wallet/eip7702.js';
 import {
   type Erc20PeriodicPermissionRequest,
@@ -14,18 +14,7 @@ import {
   grantErc20PeriodicPermission,
 } from '../../devkit/wallet/execution-permissions.js';
 import { authorizeSession, fetchTerms, type SessionTerms } from '../../src/client/index.js';
-import {
-  type AnthropicStep,
-  chat,
-  type GatewayUnderTest,
-  openaiFor,
-  type Simulator,
-  SMALL,
-  SMALL_COST_ATOMIC,
-  sessionGatewayConfig,
-  startGateway,
-  withSessionStack,
-} from './harness.js';
+import { chat, openaiFor, SMALL, SMALL_COST_ATOMIC, useSessionGateway } from './harness.js';
 
 /**
  * ERC-7715: what a wallet's `wallet_requestExecutionPermissions` grants (MetaMask's
@@ -33,36 +22,27 @@ import {
  * verifies, accepts and redeems; sets that leave out the token, the cap or the expiry are refused.
  */
 
-let local: LocalChain;
-let anthropic: Simulator<AnthropicStep>;
-let gateway: GatewayUnderTest;
 let terms: SessionTerms;
 
-withSessionStack(async (stack) => {
-  ({ local, anthropic } = stack);
-  gateway = await startGateway(
-    sessionGatewayConfig(local, anthropic, {
-      databaseUrl: stack.database.url,
-      limits: { sessionMaxLifetimeSeconds: 7 * 86_400, sessionMinCapAtomic: 10_000n },
-    }),
-  );
-  terms = await fetchTerms(gateway.url);
+const stack = useSessionGateway({
+  limits: { sessionMaxLifetimeSeconds: 7 * 86_400, sessionMinCapAtomic: 10_000n },
 });
-
-afterAll(() => gateway?.close());
+beforeAll(async () => {
+  terms = await fetchTerms(stack.gateway.url);
+});
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 /** A payer key of the chain, its EOA upgraded to the stateless DeleGator and holding USDC. */
 async function upgradedOwner(index: number, usdc = 1_000_000n) {
-  const owner = privateKeyToAccount(local.accounts.payers[index]!.privateKey);
+  const owner = privateKeyToAccount(stack.local.accounts.payers[index]!.privateKey);
   await upgradeEoa({
     owner,
-    implementation: local.environment.implementations.EIP7702StatelessDeleGatorImpl as Address,
-    sponsor: local.deployer,
-    client: local.publicClient,
+    implementation: stack.local.environment.implementations.EIP7702StatelessDeleGatorImpl as Address,
+    sponsor: stack.local.deployer,
+    client: stack.local.publicClient,
   });
-  await mintUsdc(local, owner.address, usdc);
+  await mintUsdc(stack.local, owner.address, usdc);
   return owner;
 }
 
@@ -73,7 +53,7 @@ function periodicRequest(
 ): Erc20PeriodicPermissionRequest {
   const expiry = overrides.expiry === undefined ? nowSeconds() + 86_400 : overrides.expiry;
   return {
-    chainId: numberToHex(local.chainId),
+    chainId: numberToHex(stack.local.chainId),
     from: owner,
     to: terms.sessionKey,
     permission: {
@@ -102,8 +82,8 @@ async function grant(
   return grantErc20PeriodicPermission({
     request,
     owner,
-    client: local.publicClient,
-    environment: local.environment,
+    client: stack.local.publicClient,
+    environment: stack.local.environment,
     nonce,
   });
 }
@@ -114,7 +94,7 @@ async function postGrant(granted: GrantedPermission) {
   expect(more).toHaveLength(0);
   const { signature, ...unsigned } = delegation!;
   return authorizeSession({
-    gatewayUrl: gateway.url,
+    gatewayUrl: stack.gateway.url,
     delegation: unsigned,
     signature: signature as Hex,
   }).then(
@@ -133,7 +113,7 @@ describe("MetaMask's erc20-token-periodic grant", () => {
     const granted = await grant(owner, periodicRequest(owner.address));
     const [delegation] = decodeDelegations(granted.context);
     const names = new Map(
-      Object.entries(local.environment.caveatEnforcers).map(([name, address]) => [
+      Object.entries(stack.local.environment.caveatEnforcers).map(([name, address]) => [
         address.toLowerCase(),
         name,
       ]),
@@ -157,12 +137,12 @@ describe("MetaMask's erc20-token-periodic grant", () => {
       period: { amountAtomic: '1000000', periodSeconds: 86_400 },
     });
 
-    const client = openaiFor(gateway, session!.token);
+    const client = openaiFor(stack.gateway, session!.token);
     const [ownerBefore, treasuryBefore] = await Promise.all([
-      usdcBalance(local, owner.address),
-      usdcBalance(local, terms.treasury),
+      usdcBalance(stack.local, owner.address),
+      usdcBalance(stack.local, terms.treasury),
     ]);
-    anthropic.script(
+    stack.anthropic.script(
       { text: 'one', usage: SMALL },
       { text: 'two', usage: SMALL },
       { text: 'three', usage: SMALL },
@@ -176,11 +156,13 @@ describe("MetaMask's erc20-token-periodic grant", () => {
     }
     // The first request owes nothing before it; each later one settles the one before.
     expect(settled).toEqual([null, `${SMALL_COST_ATOMIC}`, `${SMALL_COST_ATOMIC}`]);
-    expect(await usdcBalance(local, owner.address)).toBe(ownerBefore - 2n * SMALL_COST_ATOMIC);
-    expect(await usdcBalance(local, terms.treasury)).toBe(treasuryBefore + 2n * SMALL_COST_ATOMIC);
+    expect(await usdcBalance(stack.local, owner.address)).toBe(ownerBefore - 2n * SMALL_COST_ATOMIC);
+    expect(await usdcBalance(stack.local, terms.treasury)).toBe(treasuryBefore + 2n * SMALL_COST_ATOMIC);
     // Four caveats, the period enforcer's state stored on the first: 304,961 then 190,323 gas here.
     const gas = await Promise.all(
-      transactions.map(async (hash) => (await local.publicClient.getTransactionReceipt({ hash })).gasUsed),
+      transactions.map(
+        async (hash) => (await stack.local.publicClient.getTransactionReceipt({ hash })).gasUsed,
+      ),
     );
     expect(gas).toHaveLength(2);
     for (const used of gas) expect(used).toBeLessThan(320_000n);
@@ -212,13 +194,13 @@ describe('grants the policy refuses (400 naming the field)', () => {
     ],
     [
       'another token than USDC',
-      (from) => periodicRequest(from, { token: local.accounts.deployer.address }),
+      (from) => periodicRequest(from, { token: stack.local.accounts.deployer.address }),
       'delegation.caveats[0].terms',
       /must name USDC/,
     ],
     [
       'a payee other than the treasury',
-      (from) => periodicRequest(from, { payee: local.accounts.deployer.address }),
+      (from) => periodicRequest(from, { payee: stack.local.accounts.deployer.address }),
       'delegation.caveats[3].terms',
       /must pin calldata of transfer/,
     ],
@@ -257,7 +239,7 @@ describe('grants the policy refuses (400 naming the field)', () => {
       message: toDelegationStruct({ ...withoutCap, signature: '0x' }),
     });
     const refused = await authorizeSession({
-      gatewayUrl: gateway.url,
+      gatewayUrl: stack.gateway.url,
       delegation: withoutCap,
       signature,
     }).catch((error: unknown) => error);

@@ -1,4 +1,4 @@
-import { describe, expect, onTestFinished, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { type LocalChain, type PayerAccount, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf, recordUsages } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
@@ -15,9 +15,7 @@ import {
   type Simulator,
   SMALL,
   SMALL_COST_ATOMIC,
-  sessionGatewayConfig,
-  startGateway,
-  temporaryDatabase,
+  startOwnGateway,
   withSessionStack,
 } from './harness.js';
 
@@ -29,17 +27,6 @@ withSessionStack(async (stack) => {
 });
 
 const DAY_MS = 86_400_000;
-
-/** A gateway of its own database (its collector runs at start-up only), stopped when the test ends. */
-async function ownGateway(): Promise<GatewayUnderTest> {
-  const database = temporaryDatabase();
-  const gateway = await startGateway(sessionGatewayConfig(local, anthropic, { databaseUrl: database.url }));
-  onTestFinished(async () => {
-    await gateway.close();
-    database.remove();
-  });
-  return gateway;
-}
 
 /** A collector of the gateway's database and chain that the test runs (`runOnce`): debts idle 0.3 s are due. */
 function collectorOf(gateway: GatewayUnderTest) {
@@ -74,7 +61,7 @@ const isDeployed = async (payer: PayerAccount) =>
 
 describe('accounts authorized before they were deployed (ERC-6492): the gateway deploys only those that can pay', () => {
   test('one with a debt and no USDC: the collector sends no deployment, and says why', async () => {
-    const gateway = await ownGateway();
+    const gateway = await startOwnGateway({ local, anthropic });
     const payer = await newPayer(local, 6, { salt: 60, deploy: false, fundUsdc: 0n });
     await authorize(gateway, payer);
     await owing(gateway, payer, SMALL_COST_ATOMIC * 1_000_000n);
@@ -90,7 +77,7 @@ describe('accounts authorized before they were deployed (ERC-6492): the gateway 
   });
 
   test('one funded but owing less than its deployment would cost: the collector leaves it; its next request deploys it and pays', async () => {
-    const gateway = await ownGateway();
+    const gateway = await startOwnGateway({ local, anthropic });
     const payer = await newPayer(local, 6, { salt: 61, deploy: false });
     const session = await authorize(gateway, payer);
     await owing(gateway, payer, SMALL_COST_ATOMIC * 1_000_000n);
@@ -111,7 +98,7 @@ describe('accounts authorized before they were deployed (ERC-6492): the gateway 
   });
 
   test('one whose USDC covers a debt above its deployment cost is deployed and settled by the collector', async () => {
-    const gateway = await ownGateway();
+    const gateway = await startOwnGateway({ local, anthropic });
     const payer = await newPayer(local, 6, { salt: 62, deploy: false, fundUsdc: 10_000_000n });
     await authorize(gateway, payer, { cap: 10_000_000n });
     // $5: above the ~225,000 gas of a deployment at anvil's ~1 gwei with ETH taken at $10,000.
@@ -131,7 +118,7 @@ describe('accounts authorized before they were deployed (ERC-6492): the gateway 
 
 describe('sessions that never paid are pruned by the collector', () => {
   test('a never-used session is deleted once expired or unused for 7 days; one with records stays', async () => {
-    const gateway = await ownGateway();
+    const gateway = await startOwnGateway({ local, anthropic });
     await authorize(gateway, await newPayer(local, 5, { salt: 70 }), { expiresInSeconds: 86_400 });
     const unused = await authorize(gateway, await newPayer(local, 5, { salt: 71 }), {
       expiresInSeconds: 20 * 86_400,

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
-import type { Hex } from 'viem';
-import { afterAll, beforeAll } from 'vitest';
+import type { Address, Hex } from 'viem';
+import { afterAll, beforeAll, onTestFinished } from 'vitest';
 import {
   createLocalChain,
   createPayerAccount,
@@ -11,7 +11,12 @@ import { type AnthropicStep, startAnthropicSimulator } from '../../devkit/simula
 import type { Simulator } from '../../devkit/simulators/simulator-server.js';
 import { type AuthorizedSession, authorizeWithSmartAccount } from '../../src/client/index.js';
 import type { GatewayConfig, LimitsConfig } from '../../src/config.js';
-import { chainGatewayConfig, type GatewayUnderTest, temporaryDatabase } from '../support/chain-gateway.js';
+import {
+  chainGatewayConfig,
+  type GatewayUnderTest,
+  startGateway,
+  temporaryDatabase,
+} from '../support/chain-gateway.js';
 
 export { type GatewayUnderTest, startGateway, temporaryDatabase } from '../support/chain-gateway.js';
 export type { AnthropicStep, Simulator };
@@ -71,6 +76,51 @@ export function sessionGatewayConfig(
       ...options.limits,
     },
   });
+}
+
+/** A session stack with the file's gateway on its database; `treasury` is what settlements pay. */
+export interface SessionGateway extends SessionStack {
+  gateway: GatewayUnderTest;
+  treasury: Address;
+}
+
+/**
+ * Starts the stack and a gateway of `sessionGatewayConfig` before the file's tests, and stops them
+ * after the file's own `afterAll` hooks; the fields are set once `beforeAll` ran. `config` edits the
+ * gateway's config (it may start what the gateway is to reach); `parts` are `startGateway`'s.
+ */
+export function useSessionGateway(
+  options: {
+    limits?: Partial<LimitsConfig>;
+    config?: (config: GatewayConfig, stack: SessionStack) => GatewayConfig | Promise<GatewayConfig>;
+    parts?: Parameters<typeof startGateway>[1];
+  } = {},
+): SessionGateway {
+  const stack = {} as SessionGateway;
+  withSessionStack(async (started) => {
+    Object.assign(stack, started, { treasury: started.local.accounts.treasury.address });
+    const config = sessionGatewayConfig(started.local, started.anthropic, {
+      databaseUrl: started.database.url,
+      limits: options.limits,
+    });
+    stack.gateway = await startGateway((await options.config?.(config, started)) ?? config, options.parts);
+  });
+  afterAll(() => stack.gateway?.close());
+  return stack;
+}
+
+/** A gateway on a database of its own (its collector runs at start-up only), stopped when the test ends. */
+export async function startOwnGateway({
+  local,
+  anthropic,
+}: Pick<SessionStack, 'local' | 'anthropic'>): Promise<GatewayUnderTest> {
+  const database = temporaryDatabase();
+  const gateway = await startGateway(sessionGatewayConfig(local, anthropic, { databaseUrl: database.url }));
+  onTestFinished(async () => {
+    await gateway.close();
+    database.remove();
+  });
+  return gateway;
 }
 
 /** A funded, deployed payer smart account; `salt` gives one owner several accounts. */

@@ -1,67 +1,58 @@
 import type { Address } from 'viem';
 import { afterAll, describe, expect, test, vi } from 'vitest';
-import { emptyUsdc, type LocalChain, usdcBalance } from '../../devkit/chain/index.js';
+import { emptyUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
 import { openStore, type Store } from '../../src/store/database.js';
 import { type OrderingProbe, startOrderingProbe } from '../support/ordering-probe.js';
 import {
-  type AnthropicStep,
   authorize,
   chat,
-  type GatewayUnderTest,
   newPayer,
   openaiFor,
-  type Simulator,
   SMALL,
   SMALL_COST_ATOMIC,
   sessionGatewayConfig,
   startGateway,
-  withSessionStack,
+  useSessionGateway,
 } from './harness.js';
 
 // SETTLE_ON_COMPLETION=true: a paid request's debt is settled as soon as its usage is recorded.
-let local: LocalChain;
-let anthropic: Simulator<AnthropicStep>;
 let probe: OrderingProbe;
 let probeStore: Store;
-let gateway: GatewayUnderTest;
-let databaseUrl: string;
 
-withSessionStack(async (stack) => {
-  ({ local, anthropic } = stack);
-  databaseUrl = stack.database.url;
-  const config = sessionGatewayConfig(local, anthropic, { databaseUrl: stack.database.url });
-  probeStore = openStore(stack.database.url);
-  probe = await startOrderingProbe({
-    upstreamUrl: anthropic.url,
-    store: probeStore,
-    publicClient: local.publicClient,
-  });
-  gateway = await startGateway({
-    ...config,
-    settleOnCompletion: true,
-    providers: { ...config.providers, anthropic: { ...config.providers.anthropic, baseUrl: probe.url } },
-  });
+const stack = useSessionGateway({
+  config: async (config, { local, anthropic, database }) => {
+    probeStore = openStore(database.url);
+    probe = await startOrderingProbe({
+      upstreamUrl: anthropic.url,
+      store: probeStore,
+      publicClient: local.publicClient,
+    });
+    return {
+      ...config,
+      settleOnCompletion: true,
+      providers: { ...config.providers, anthropic: { ...config.providers.anthropic, baseUrl: probe.url } },
+    };
+  },
 });
 
 afterAll(async () => {
-  await gateway?.close();
   await probe?.close();
   await probeStore?.close();
 });
 
 const confirmedAtomic = async (payer: Address) =>
-  (await settlementsOf(gateway.store, payer, { limit: 100 }))
+  (await settlementsOf(stack.gateway.store, payer, { limit: 100 }))
     .filter((settlement) => settlement.status === 'confirmed')
     .reduce((sum, settlement) => sum + settlement.amountAtomic, 0n);
 
 describe('settling on completion', () => {
   test('a paid request is settled on chain with no further request; the next one waits for a settlement in flight, then finds nothing owed', async () => {
-    const payer = await newPayer(local, 0, { salt: 40 });
-    const client = openaiFor(gateway, (await authorize(gateway, payer)).token);
-    const treasury = local.accounts.treasury.address;
-    const treasuryBefore = await usdcBalance(local, treasury);
+    const payer = await newPayer(stack.local, 0, { salt: 40 });
+    const client = openaiFor(stack.gateway, (await authorize(stack.gateway, payer)).token);
+    const treasury = stack.local.accounts.treasury.address;
+    const treasuryBefore = await usdcBalance(stack.local, treasury);
 
     const first = await probe.chat(client, payer.address);
     expect(first.status).toBe(200);
@@ -73,7 +64,7 @@ describe('settling on completion', () => {
 
     // Nothing more is sent: the second request's debt is settled anyway.
     await vi.waitFor(
-      async () => expect((await debtOf(gateway.store, payer.address)).unpaidPicoUsd).toBe(0n),
+      async () => expect((await debtOf(stack.gateway.store, payer.address)).unpaidPicoUsd).toBe(0n),
       {
         timeout: 15_000,
         interval: 100,
@@ -81,7 +72,7 @@ describe('settling on completion', () => {
     );
     const paid = await confirmedAtomic(payer.address);
     expect(paid).toBeGreaterThan(0n);
-    expect((await usdcBalance(local, treasury)) - treasuryBefore).toBe(paid);
+    expect((await usdcBalance(stack.local, treasury)) - treasuryBefore).toBe(paid);
 
     // Nothing owed when it arrives: no settlement on its way in.
     const third = await probe.chat(client, payer.address);
@@ -92,23 +83,26 @@ describe('settling on completion', () => {
 
   test('a settlement that fails in the background leaves the debt owed: the next request is refused with 402, not forwarded', async () => {
     // An account that empties itself while its request is served: its settlement cannot be paid.
-    const payer = await newPayer(local, 0, { salt: 41 });
-    const client = openaiFor(gateway, (await authorize(gateway, payer)).token);
-    const calls = anthropic.log.length;
-    anthropic.script({ text: 'served', usage: SMALL, delayMs: 1_000 });
+    const payer = await newPayer(stack.local, 0, { salt: 41 });
+    const client = openaiFor(stack.gateway, (await authorize(stack.gateway, payer)).token);
+    const calls = stack.anthropic.log.length;
+    stack.anthropic.script({ text: 'served', usage: SMALL, delayMs: 1_000 });
     const answering = probe.chat(client, payer.address);
-    await vi.waitFor(() => expect(anthropic.log.length).toBe(calls + 1), { timeout: 10_000, interval: 20 });
-    await emptyUsdc(local, payer.address);
+    await vi.waitFor(() => expect(stack.anthropic.log.length).toBe(calls + 1), {
+      timeout: 10_000,
+      interval: 20,
+    });
+    await emptyUsdc(stack.local, payer.address);
     const answered = await answering;
     expect(answered.status).toBe(200);
     await vi.waitFor(
       async () => {
-        const [settlement] = await settlementsOf(gateway.store, payer.address, { limit: 1 });
+        const [settlement] = await settlementsOf(stack.gateway.store, payer.address, { limit: 1 });
         expect(settlement?.status).toBe('failed');
       },
       { timeout: 15_000, interval: 100 },
     );
-    expect((await debtOf(gateway.store, payer.address)).unpaidPicoUsd).toBe(answered.totalPicoUsd);
+    expect((await debtOf(stack.gateway.store, payer.address)).unpaidPicoUsd).toBe(answered.totalPicoUsd);
 
     const forwarded = probe.forwarded();
     const refused = await probe.chat(client, payer.address);
@@ -121,16 +115,16 @@ describe('settling on completion', () => {
 describe('a shutdown', () => {
   test('waits for the settlements of requests that complete while it waits for them', async () => {
     const own = await startGateway({
-      ...sessionGatewayConfig(local, anthropic, { databaseUrl }),
+      ...sessionGatewayConfig(stack.local, stack.anthropic, { databaseUrl: stack.database.url }),
       settleOnCompletion: true,
     });
     try {
-      const payer = await newPayer(local, 0, { salt: 42 });
+      const payer = await newPayer(stack.local, 0, { salt: 42 });
       const client = openaiFor(own, (await authorize(own, payer)).token);
-      anthropic.script({ text: ['slow'], usage: SMALL, delayMs: 300 });
-      const logged = anthropic.log.length;
+      stack.anthropic.script({ text: ['slow'], usage: SMALL, delayMs: 300 });
+      const logged = stack.anthropic.log.length;
       const answer = chat(client);
-      await vi.waitFor(() => expect(anthropic.log.length).toBe(logged + 1));
+      await vi.waitFor(() => expect(stack.anthropic.log.length).toBe(logged + 1));
       // Closing while the request runs: its settlement is queued only once it completes.
       const closing = own.app.close();
       expect((await answer).status).toBe(200);

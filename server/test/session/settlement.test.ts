@@ -11,14 +11,8 @@ import {
   parseEventLogs,
   serializeErc6492Signature,
 } from 'viem';
-import { afterAll, describe, expect, test } from 'vitest';
-import {
-  emptyUsdc,
-  type LocalChain,
-  type PayerAccount,
-  testUsdcAbi,
-  usdcBalance,
-} from '../../devkit/chain/index.js';
+import { describe, expect, test } from 'vitest';
+import { emptyUsdc, type PayerAccount, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
 import { artifact as gasHungryDelegator } from '../../devkit/contracts/artifacts/GasHungryDelegator.js';
 import { artifact as inertDelegator } from '../../devkit/contracts/artifacts/InertDelegator.js';
 import type { ContractArtifact } from '../../devkit/contracts/compile.js';
@@ -27,49 +21,28 @@ import { type Settlement, settlementsOf } from '../../src/billing/settlements.js
 import type { AuthorizedSession } from '../../src/client/index.js';
 import { completedRequest } from '../support/usage-entries.js';
 import {
-  type AnthropicStep,
   authorize,
   chat,
-  type GatewayUnderTest,
   MODEL,
   newPayer,
   ODD,
   ODD_COST_PICO,
   openaiFor,
-  type Simulator,
   SMALL,
   SMALL_COST_ATOMIC,
-  sessionGatewayConfig,
-  startGateway,
-  withSessionStack,
+  useSessionGateway,
 } from './harness.js';
 
-let local: LocalChain;
-let anthropic: Simulator<AnthropicStep>;
-let gateway: GatewayUnderTest;
-let treasury: Address;
+const stack = useSessionGateway({ limits: { maxInFlightPerPayer: 2 } });
 
-withSessionStack(async (stack) => {
-  ({ local, anthropic } = stack);
-  treasury = local.accounts.treasury.address;
-  gateway = await startGateway(
-    sessionGatewayConfig(local, anthropic, {
-      databaseUrl: stack.database.url,
-      limits: { maxInFlightPerPayer: 2 },
-    }),
-  );
-});
-
-afterAll(() => gateway?.close());
-
-const balance = (address: Address) => usdcBalance(local, address);
+const balance = (address: Address) => usdcBalance(stack.local, address);
 
 /**
  * A chat request sent by fetch, for the answers the openai client turns into exceptions. Its 2 output
  * tokens may cost 33 units: within what the 100-unit caps below have left, so the chain refuses them.
  */
 async function rawChat(token: string) {
-  const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+  const res = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
@@ -82,27 +55,31 @@ async function rawChat(token: string) {
 }
 
 async function newSession(owner: number, options: Parameters<typeof newPayer>[2] & { cap?: bigint } = {}) {
-  const payer = await newPayer(local, owner, options);
-  const session = await authorize(gateway, payer, { cap: options.cap });
-  return { payer, session, client: openaiFor(gateway, session.token) };
+  const payer = await newPayer(stack.local, owner, options);
+  const session = await authorize(stack.gateway, payer, { cap: options.cap });
+  return { payer, session, client: openaiFor(stack.gateway, session.token) };
 }
 
 /** The payer's newest settlement. */
 async function lastSettlement(payer: Address): Promise<Settlement> {
-  const [settlement] = await settlementsOf(gateway.store, payer, { limit: 1 });
+  const [settlement] = await settlementsOf(stack.gateway.store, payer, { limit: 1 });
   if (!settlement) throw new Error(`no settlement of ${payer}`);
   return settlement;
 }
 
 /** A contract of the devkit, deployed. */
 async function deployed(contract: ContractArtifact, args: readonly unknown[]): Promise<Address> {
-  const hash = await local.deployer.deployContract({ abi: contract.abi, bytecode: contract.bytecode, args });
-  return (await local.publicClient.waitForTransactionReceipt({ hash })).contractAddress as Address;
+  const hash = await stack.local.deployer.deployContract({
+    abi: contract.abi,
+    bytecode: contract.bytecode,
+    args,
+  });
+  return (await stack.local.publicClient.waitForTransactionReceipt({ hash })).contractAddress as Address;
 }
 
 /** What an upgrade by the account's owner does: its ERC-1967 proxy now runs `implementation`. */
 async function upgradeTo(account: Address, implementation: Address): Promise<void> {
-  await local.testClient.setStorageAt({
+  await stack.local.testClient.setStorageAt({
     address: account,
     index: '0x360894a13ba1a3210667c828492db98dca3e2076cc3735a920a3ca505d382bbc',
     value: pad(implementation, { size: 32 }),
@@ -111,7 +88,7 @@ async function upgradeTo(account: Address, implementation: Address): Promise<voi
 
 /** The USDC transfers a transaction made. */
 async function transfersIn(hash: Hash) {
-  const receipt = await local.publicClient.getTransactionReceipt({ hash });
+  const receipt = await stack.local.publicClient.getTransactionReceipt({ hash });
   expect(receipt.status).toBe('success');
   const logs = parseEventLogs({ abi: testUsdcAbi, logs: receipt.logs, eventName: 'Transfer' });
   return {
@@ -124,7 +101,7 @@ describe('the ordering rule with the official openai client', () => {
   test('the first request moves nothing; request N moves exactly what N-1 cost, carry included', async () => {
     const { payer, client } = await newSession(0);
     // 3.3, 3.3 and 66 units: request 2 pays 4 (0.7 carried), request 3 pays 3 (2.6 owed), request 4 pays 66 (65.6 owed).
-    anthropic.script(
+    stack.anthropic.script(
       { text: 'one', usage: ODD },
       { text: 'two', usage: ODD },
       { text: 'three', usage: SMALL },
@@ -132,18 +109,21 @@ describe('the ordering rule with the official openai client', () => {
     );
     const expectedAmounts = [4n, 3n, 66n];
 
-    const [payerBefore, treasuryBefore] = await Promise.all([balance(payer.address), balance(treasury)]);
+    const [payerBefore, treasuryBefore] = await Promise.all([
+      balance(payer.address),
+      balance(stack.treasury),
+    ]);
     const first = await chat(client);
     expect(first.status).toBe(200);
     expect(first.headers.get('x-settlement-tx')).toBeNull();
     expect(await balance(payer.address)).toBe(payerBefore);
-    expect(await balance(treasury)).toBe(treasuryBefore);
-    expect((await debtOf(gateway.store, payer.address)).unpaidPicoUsd).toBe(ODD_COST_PICO);
+    expect(await balance(stack.treasury)).toBe(treasuryBefore);
+    expect((await debtOf(stack.gateway.store, payer.address)).unpaidPicoUsd).toBe(ODD_COST_PICO);
 
     let paid = 0n;
     for (const expected of expectedAmounts) {
-      const owedBefore = await debtOf(gateway.store, payer.address);
-      const logIndex = anthropic.log.length;
+      const owedBefore = await debtOf(stack.gateway.store, payer.address);
+      const logIndex = stack.anthropic.log.length;
       const answer = await chat(client);
       expect(answer.status).toBe(200);
 
@@ -157,28 +137,28 @@ describe('the ordering rule with the official openai client', () => {
       expect(answer.headers.get('x-settlement-id')).toBe(settlement.id);
 
       const { receipt, transfers } = await transfersIn(settlement.txHash as Hash);
-      expect(transfers).toEqual([{ from: payer.address, to: treasury, value: expected }]);
+      expect(transfers).toEqual([{ from: payer.address, to: stack.treasury, value: expected }]);
       paid += expected;
       expect(await balance(payer.address)).toBe(payerBefore - paid);
-      expect(await balance(treasury)).toBe(treasuryBefore + paid);
+      expect(await balance(stack.treasury)).toBe(treasuryBefore + paid);
 
       // The provider saw request N only after N-1's payment was mined and recorded.
-      const block = await local.publicClient.getBlock({ blockNumber: receipt.blockNumber });
-      const forwardedAt = performance.timeOrigin + (anthropic.log[logIndex]?.receivedAt ?? Number.NaN);
+      const block = await stack.local.publicClient.getBlock({ blockNumber: receipt.blockNumber });
+      const forwardedAt = performance.timeOrigin + (stack.anthropic.log[logIndex]?.receivedAt ?? Number.NaN);
       const confirmedAt = settlement.confirmedAt?.getTime() ?? Number.NaN;
       expect(Number(block.timestamp) * 1000).toBeLessThanOrEqual(confirmedAt);
       expect(confirmedAt).toBeLessThanOrEqual(forwardedAt);
     }
     // Over the whole history: settled - credit = sum of the paid records' costs.
-    const debt = await debtOf(gateway.store, payer.address);
+    const debt = await debtOf(stack.gateway.store, payer.address);
     expect(paid * 1_000_000n - debt.creditPicoUsd).toBe(2n * ODD_COST_PICO + SMALL_COST_ATOMIC * 1_000_000n);
   });
 
   test('a streamed request pays the previous one too, and names its settlement in the headers', async () => {
     const { payer, client } = await newSession(1);
-    anthropic.script({ text: 'first', usage: SMALL }, { text: ['stre', 'amed'], usage: SMALL });
+    stack.anthropic.script({ text: 'first', usage: SMALL }, { text: ['stre', 'amed'], usage: SMALL });
     await chat(client);
-    const treasuryBefore = await balance(treasury);
+    const treasuryBefore = await balance(stack.treasury);
     const { data: stream, response } = await client.chat.completions
       .create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], stream: true })
       .withResponse();
@@ -187,17 +167,17 @@ describe('the ordering rule with the official openai client', () => {
     expect(text).toBe('streamed');
     expect(response.headers.get('x-settlement-amount')).toBe(SMALL_COST_ATOMIC.toString());
     expect(response.headers.get('x-settlement-tx')).toBe((await lastSettlement(payer.address)).txHash);
-    expect(await balance(treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
+    expect(await balance(stack.treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
   });
 
   test('a request the provider cannot express is refused (400) before any payment work: nothing settled, nothing forwarded', async () => {
     const { payer, session, client } = await newSession(0, { salt: 3 });
-    anthropic.script({ text: 'first', usage: SMALL }, { text: 'third', usage: SMALL });
+    stack.anthropic.script({ text: 'first', usage: SMALL }, { text: 'third', usage: SMALL });
     await chat(client);
-    const owed = await debtOf(gateway.store, payer.address);
-    const [payerBefore, forwardedBefore] = [await balance(payer.address), anthropic.log.length];
+    const owed = await debtOf(stack.gateway.store, payer.address);
+    const [payerBefore, forwardedBefore] = [await balance(payer.address), stack.anthropic.log.length];
 
-    const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+    const res = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${session.token}`, 'content-type': 'application/json' },
       body: JSON.stringify({
@@ -212,10 +192,10 @@ describe('the ordering rule with the official openai client', () => {
       error: { code: 'validation_error', field: 'messages[0].content[0].image_url.url' },
     });
     expect(res.headers.get('x-settlement-tx')).toBeNull();
-    expect(anthropic.log.length).toBe(forwardedBefore);
+    expect(stack.anthropic.log.length).toBe(forwardedBefore);
     expect(await balance(payer.address)).toBe(payerBefore);
-    expect(await debtOf(gateway.store, payer.address)).toEqual(owed);
-    expect(await settlementsOf(gateway.store, payer.address)).toEqual([]);
+    expect(await debtOf(stack.gateway.store, payer.address)).toEqual(owed);
+    expect(await settlementsOf(stack.gateway.store, payer.address)).toEqual([]);
 
     // The next request the provider can take pays the debt as usual.
     const next = await chat(client);
@@ -225,20 +205,23 @@ describe('the ordering rule with the official openai client', () => {
 
   test('concurrent requests of one payer settle its debt once, in one transaction', async () => {
     const { payer, client } = await newSession(2);
-    anthropic.script({ text: 'debt', usage: SMALL });
+    stack.anthropic.script({ text: 'debt', usage: SMALL });
     await chat(client);
-    const treasuryBefore = await balance(treasury);
-    anthropic.script({ text: 'a', usage: SMALL, delayMs: 100 }, { text: 'b', usage: SMALL, delayMs: 100 });
+    const treasuryBefore = await balance(stack.treasury);
+    stack.anthropic.script(
+      { text: 'a', usage: SMALL, delayMs: 100 },
+      { text: 'b', usage: SMALL, delayMs: 100 },
+    );
 
     const answers = await Promise.all([chat(client), chat(client)]);
     expect(answers.map((answer) => answer.status)).toEqual([200, 200]);
     const settledBy = answers.filter((answer) => answer.headers.get('x-settlement-tx') !== null);
     expect(settledBy).toHaveLength(1);
-    const settlements = await settlementsOf(gateway.store, payer.address);
+    const settlements = await settlementsOf(stack.gateway.store, payer.address);
     expect(settlements.map((settlement) => [settlement.status, settlement.amountAtomic])).toEqual([
       ['confirmed', SMALL_COST_ATOMIC],
     ]);
-    expect(await balance(treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
+    expect(await balance(stack.treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
   });
 
   test('payers settling at once: each answer names a transaction moving its own payment, under distinct relayer nonces', async () => {
@@ -247,34 +230,34 @@ describe('the ordering rule with the official openai client', () => {
       newSession(1, { salt: 1 }),
       newSession(2, { salt: 1 }),
     ]);
-    anthropic.script(...sessions.map(() => ({ text: 'debt', usage: SMALL })));
+    stack.anthropic.script(...sessions.map(() => ({ text: 'debt', usage: SMALL })));
     for (const { client } of sessions) await chat(client);
-    const treasuryBefore = await balance(treasury);
-    anthropic.script(...sessions.map(() => ({ text: 'next', usage: SMALL })));
+    const treasuryBefore = await balance(stack.treasury);
+    stack.anthropic.script(...sessions.map(() => ({ text: 'next', usage: SMALL })));
     const answers = await Promise.all(sessions.map(({ client }) => chat(client)));
     const hashes = answers.map((answer) => answer.headers.get('x-settlement-tx') as Hash);
     // Those falling due while another was mined share one transaction (a batch); each carries its payer's transfer.
     for (const [index, hash] of hashes.entries())
       expect((await transfersIn(hash)).transfers).toContainEqual({
         from: sessions[index]?.payer.address,
-        to: treasury,
+        to: stack.treasury,
         value: SMALL_COST_ATOMIC,
       });
     const distinct = [...new Set(hashes)];
     const nonces = await Promise.all(
-      distinct.map(async (hash) => (await local.publicClient.getTransaction({ hash })).nonce),
+      distinct.map(async (hash) => (await stack.local.publicClient.getTransaction({ hash })).nonce),
     );
     expect(new Set(nonces).size).toBe(distinct.length);
-    expect(await balance(treasury)).toBe(treasuryBefore + 3n * SMALL_COST_ATOMIC);
+    expect(await balance(stack.treasury)).toBe(treasuryBefore + 3n * SMALL_COST_ATOMIC);
   });
 
   test('requests beyond MAX_IN_FLIGHT_PER_PAYER get 429 and never reach the provider', async () => {
     const { session } = await newSession(3);
-    anthropic.script(
+    stack.anthropic.script(
       { text: 'slow', usage: SMALL, delayMs: 500 },
       { text: 'slow', usage: SMALL, delayMs: 500 },
     );
-    const calls = anthropic.log.length;
+    const calls = stack.anthropic.log.length;
     const answers = await Promise.all([
       rawChat(session.token),
       rawChat(session.token),
@@ -284,7 +267,7 @@ describe('the ordering rule with the official openai client', () => {
     expect(answers.find((answer) => answer.status === 429)?.body.error).toMatchObject({
       code: 'too_many_in_flight',
     });
-    expect(anthropic.log.length - calls).toBe(2);
+    expect(stack.anthropic.log.length - calls).toBe(2);
   });
 });
 
@@ -295,16 +278,16 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
     payer: PayerAccount,
     prepare?: () => Promise<void>,
   ) {
-    anthropic.script({ text: 'debt', usage: SMALL });
+    stack.anthropic.script({ text: 'debt', usage: SMALL });
     expect((await rawChat(session.token)).status).toBe(200);
     await prepare?.();
-    const [treasuryBefore, calls] = [await balance(treasury), anthropic.log.length];
+    const [treasuryBefore, calls] = [await balance(stack.treasury), stack.anthropic.log.length];
     const refused = await rawChat(session.token);
     expect(refused.status).toBe(402);
-    expect(anthropic.log.length).toBe(calls);
-    expect(await balance(treasury)).toBe(treasuryBefore);
+    expect(stack.anthropic.log.length).toBe(calls);
+    expect(await balance(stack.treasury)).toBe(treasuryBefore);
     // The debt stands, released for the next attempt; the failure is on record.
-    const debt = await debtOf(gateway.store, payer.address);
+    const debt = await debtOf(stack.gateway.store, payer.address);
     expect(debt.owedAtomic).toBeGreaterThan(0n);
     const failed = await lastSettlement(payer.address);
     expect(failed.status).toBe('failed');
@@ -315,7 +298,7 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
   // The exposure budget keeps a payer's debt within what it can pay; a debt beyond it arises only
   // when what it can pay moved after admission (its funds moved within a block, say): written here.
   const owingBeyond = (payer: PayerAccount, atomic: bigint) => async () => {
-    await recordUsage(gateway.store, completedRequest(payer.address, atomic * 1_000_000n));
+    await recordUsage(stack.gateway.store, completedRequest(payer.address, atomic * 1_000_000n));
   };
 
   test('the cap is used up', async () => {
@@ -336,8 +319,8 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
   });
 
   test('the per-period cap is used up', async () => {
-    const payer = await newPayer(local, 3, { salt: 2 });
-    const session = await authorize(gateway, payer, { cap: 20_000n, period: { seconds: 86_400 } });
+    const payer = await newPayer(stack.local, 3, { salt: 2 });
+    const session = await authorize(stack.gateway, payer, { cap: 20_000n, period: { seconds: 86_400 } });
     const refused = await refusedAfterDebt(session, payer, owingBeyond(payer, 20_000n));
     expect(refused.body.error).toMatchObject({
       details: { reason: 'cap_reached', revert: 'ERC20PeriodTransferEnforcer:transfer-amount-exceeded' },
@@ -347,7 +330,7 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
   test('the smart account lacks the USDC', async () => {
     const { payer, session } = await newSession(5);
     // Admitted while it held USDC, then emptied its account.
-    const refused = await refusedAfterDebt(session, payer, () => emptyUsdc(local, payer.address));
+    const refused = await refusedAfterDebt(session, payer, () => emptyUsdc(stack.local, payer.address));
     expect(refused.body.error).toMatchObject({
       details: { reason: 'insufficient_balance', owedAtomic: '66' },
     });
@@ -356,23 +339,23 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
   test('the payer disabled the delegation in the DelegationManager', async () => {
     const { payer, session } = await newSession(6);
     const refused = await refusedAfterDebt(session, payer, async () => {
-      const stored = await gateway.store.db
+      const stored = await stack.gateway.store.db
         .selectFrom('sessions')
         .select(['delegation', 'signature'])
         .where('id', '=', session.sessionId)
         .executeTakeFirstOrThrow();
       // The account itself calls disableDelegation (as its owner would through a user operation).
-      await local.testClient.impersonateAccount({ address: payer.address });
-      await local.testClient.setBalance({ address: payer.address, value: 10n ** 18n });
-      const hash = await local.testClient.sendUnsignedTransaction({
+      await stack.local.testClient.impersonateAccount({ address: payer.address });
+      await stack.local.testClient.setBalance({ address: payer.address, value: 10n ** 18n });
+      const hash = await stack.local.testClient.sendUnsignedTransaction({
         from: payer.address,
-        to: local.environment.DelegationManager,
+        to: stack.local.environment.DelegationManager,
         data: contracts.DelegationManager.encode.disableDelegation({
           delegation: { ...JSON.parse(stored.delegation), signature: stored.signature },
         }),
       });
-      await local.publicClient.waitForTransactionReceipt({ hash });
-      await local.testClient.stopImpersonatingAccount({ address: payer.address });
+      await stack.local.publicClient.waitForTransactionReceipt({ hash });
+      await stack.local.testClient.stopImpersonatingAccount({ address: payer.address });
     });
     expect(refused.body.error).toMatchObject({ details: { reason: 'revoked' } });
   });
@@ -383,14 +366,14 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
    */
   async function refusedUnsentAfterUpgrade(owner: number, salt: number, implementation: Address) {
     const { payer, session } = await newSession(owner, { salt });
-    const relayer = local.accounts.gateway.address;
-    const sent = await local.publicClient.getTransactionCount({ address: relayer });
+    const relayer = stack.local.accounts.gateway.address;
+    const sent = await stack.local.publicClient.getTransactionCount({ address: relayer });
     const refused = await refusedAfterDebt(session, payer, () => upgradeTo(payer.address, implementation));
     expect(refused.body.error).toMatchObject({
       code: 'payment_required',
       details: { reason: 'invalid_delegation', owedAtomic: '66' },
     });
-    expect(await local.publicClient.getTransactionCount({ address: relayer })).toBe(sent);
+    expect(await stack.local.publicClient.getTransactionCount({ address: relayer })).toBe(sent);
     expect(await lastSettlement(payer.address)).toMatchObject({ status: 'failed', txHash: null });
     return refused;
   }
@@ -409,21 +392,21 @@ describe('settlement refused on chain: 402 with the reason, the request not forw
 
 describe('an account authorized before it was deployed (ERC-6492)', () => {
   test('is deployed by the gateway before its first settlement, which then pays', async () => {
-    const payer = await newPayer(local, 0, { salt: 7, deploy: false });
-    const session = await authorize(gateway, payer);
-    const client = openaiFor(gateway, session.token);
-    anthropic.script({ text: 'one', usage: SMALL }, { text: 'two', usage: SMALL });
+    const payer = await newPayer(stack.local, 0, { salt: 7, deploy: false });
+    const session = await authorize(stack.gateway, payer);
+    const client = openaiFor(stack.gateway, session.token);
+    stack.anthropic.script({ text: 'one', usage: SMALL }, { text: 'two', usage: SMALL });
     await chat(client);
-    expect(await local.publicClient.getCode({ address: payer.address })).toBeUndefined();
-    const treasuryBefore = await balance(treasury);
+    expect(await stack.local.publicClient.getCode({ address: payer.address })).toBeUndefined();
+    const treasuryBefore = await balance(stack.treasury);
     const second = await chat(client);
     expect(second.headers.get('x-settlement-amount')).toBe(SMALL_COST_ATOMIC.toString());
-    expect(await local.publicClient.getCode({ address: payer.address })).toBeTruthy();
-    expect(await balance(treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
+    expect(await stack.local.publicClient.getCode({ address: payer.address })).toBeTruthy();
+    expect(await balance(stack.treasury)).toBe(treasuryBefore + SMALL_COST_ATOMIC);
   });
 
   test('one authorized before the deployment checks, deploying more than the gas cap or not a DeleGator, is refused at settlement', async () => {
-    const costly = await newPayer(local, 0, { salt: 11, deploy: false, passkeys: 20 });
+    const costly = await newPayer(stack.local, 0, { salt: 11, deploy: false, passkeys: 20 });
     const costlyDeployment = await costly.account.getFactoryArgs();
     const forged = encodeFunctionData({
       abi: SimpleFactory,
@@ -434,33 +417,33 @@ describe('an account authorized before it was deployed (ERC-6492)', () => {
       [8, costlyDeployment.factoryData],
       [10, forged],
     ] as const) {
-      const payer = await newPayer(local, 0, { salt, deploy: false });
-      const session = await authorize(gateway, payer);
+      const payer = await newPayer(stack.local, 0, { salt, deploy: false });
+      const session = await authorize(stack.gateway, payer);
       // As a gateway without the checks stored it: the signature deploys something else.
-      const stored = await gateway.store.db
+      const stored = await stack.gateway.store.db
         .selectFrom('sessions')
         .select('signature')
         .where('id', '=', session.sessionId)
         .executeTakeFirstOrThrow();
       const { signature } = parseErc6492Signature(stored.signature as Hex);
       const replaced = serializeErc6492Signature({
-        address: local.environment.SimpleFactory,
+        address: stack.local.environment.SimpleFactory,
         data: data as Hex,
         signature,
       });
-      await gateway.store.db
+      await stack.gateway.store.db
         .updateTable('sessions')
         .set({ signature: replaced })
         .where('id', '=', session.sessionId)
         .execute();
-      anthropic.script({ text: 'on credit', usage: SMALL });
+      stack.anthropic.script({ text: 'on credit', usage: SMALL });
       expect((await rawChat(session.token)).status).toBe(200);
-      const calls = anthropic.log.length;
+      const calls = stack.anthropic.log.length;
       const refused = await rawChat(session.token);
       expect(refused.status).toBe(402);
       expect(refused.body.error.details).toMatchObject({ reason: 'account_not_deployed' });
-      expect(anthropic.log.length).toBe(calls);
-      expect(await local.publicClient.getCode({ address: payer.address })).toBeUndefined();
+      expect(stack.anthropic.log.length).toBe(calls);
+      expect(await stack.local.publicClient.getCode({ address: payer.address })).toBeUndefined();
     }
   });
 });
@@ -468,23 +451,23 @@ describe('an account authorized before it was deployed (ERC-6492)', () => {
 // Moves the chain's clock forward: keep it last in this file.
 describe('the delegation expired on chain', () => {
   test('402 expired, and the request is not forwarded', async () => {
-    const payer = await newPayer(local, 1, { salt: 9 });
+    const payer = await newPayer(stack.local, 1, { salt: 9 });
     // Far from its end: its debt is left to the next request, not settled on completion.
-    const session = await authorize(gateway, payer, { expiresInSeconds: 3 * 3600 });
+    const session = await authorize(stack.gateway, payer, { expiresInSeconds: 3 * 3600 });
     const refused = await refusedAfterDebtExpiring(session, payer);
     expect(refused.body.error).toMatchObject({ details: { reason: 'expired', owedAtomic: '66' } });
   });
 
   async function refusedAfterDebtExpiring(session: AuthorizedSession, payer: PayerAccount) {
-    anthropic.script({ text: 'debt', usage: SMALL });
+    stack.anthropic.script({ text: 'debt', usage: SMALL });
     expect((await rawChat(session.token)).status).toBe(200);
     // The gateway's clock still sees the session valid; the chain's is past the delegation's expiry.
-    await local.testClient.increaseTime({ seconds: 3 * 3600 + 100 });
-    await local.testClient.mine({ blocks: 1 });
-    const calls = anthropic.log.length;
+    await stack.local.testClient.increaseTime({ seconds: 3 * 3600 + 100 });
+    await stack.local.testClient.mine({ blocks: 1 });
+    const calls = stack.anthropic.log.length;
     const refused = await rawChat(session.token);
     expect(refused.status).toBe(402);
-    expect(anthropic.log.length).toBe(calls);
+    expect(stack.anthropic.log.length).toBe(calls);
     expect((await lastSettlement(payer.address)).status).toBe('failed');
     expect(getAddress(session.wallet)).toBe(payer.address);
     return refused;
