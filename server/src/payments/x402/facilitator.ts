@@ -23,6 +23,8 @@ import {
   isAddressEqual,
   isHash,
 } from 'viem';
+import { markSettlementSent } from '../../billing/settlements.js';
+import type { Store } from '../../store/database.js';
 import {
   BroadcastError,
   type ChainClient,
@@ -72,6 +74,60 @@ export interface PaymentFacilitator {
 }
 
 export type SubmittedListener = (txHash: Hash, raw?: Hex) => Promise<void>;
+
+/** A proof as the facilitator takes it. */
+export interface FacilitatorInput {
+  payload: PaymentPayload;
+  requirements: PaymentRequirements;
+}
+
+/** What a rail calls the facilitator with; a call that gets no answer is logged here. */
+export interface FacilitatorCaller {
+  store: Store;
+  facilitator: PaymentFacilitator;
+  log?: { error(details: object, message: string): void };
+}
+
+/**
+ * The facilitator's verdict on `payer`'s proof. No answer is logged (as `what`) and thrown as the
+ * 503 `unavailable` makes: the payer may retry.
+ */
+export async function verifyProof(
+  { facilitator, log }: FacilitatorCaller,
+  what: string,
+  payer: Address,
+  { payload, requirements }: FacilitatorInput,
+  unavailable: (message: string) => Error,
+): Promise<VerifyResponse> {
+  try {
+    return await facilitator.verify(payload, requirements);
+  } catch (error) {
+    log?.error({ err: error, payer }, `${what} failed without an answer`);
+    throw unavailable('the payment facilitator cannot be reached; retry shortly');
+  }
+}
+
+/**
+ * Settles `payer`'s proof for the opened settlement of id `settlement`, each transaction marked sent
+ * on it as soon as it is known. No answer is logged (as `what`) and thrown again: only the chain can
+ * say what became of it.
+ */
+export async function settleProof(
+  { store, facilitator, log }: FacilitatorCaller,
+  what: string,
+  payer: Address,
+  settlement: string,
+  { payload, requirements }: FacilitatorInput,
+): Promise<SettleResponse> {
+  try {
+    return await facilitator.settle(payload, requirements, async (txHash, raw) => {
+      await markSettlementSent(store, settlement, txHash, raw);
+    });
+  } catch (error) {
+    log?.error({ err: error, payer, settlement }, `${what} failed without an answer`);
+    throw error;
+  }
+}
 
 export interface InProcessFacilitatorOptions {
   /** How long a settlement waits for its receipt before it is reported pending. */

@@ -6,7 +6,6 @@ import {
   failSettlement,
   findSettlement,
   markSettlementRefused,
-  markSettlementSent,
   openSettlement,
   type Settlement,
   SettlementInProgressError,
@@ -21,14 +20,8 @@ import type { DebtSettled, IdentifiedPayer, PaymentMethod } from '../admission/i
 import { type ChainClient, isTransportFailure, shownReason } from '../chain/index.js';
 import { awaitReceipt, type OutboxDeps } from '../outbox/index.js';
 import { isAuthorizationSeen, recordAuthorization } from './authorizations.js';
-import type { PaymentFacilitator } from './facilitator.js';
-import {
-  claimPaymentId,
-  completePaymentId,
-  type PaymentIdClaim,
-  type PaymentIdUse,
-  releasePaymentId,
-} from './payment-ids.js';
+import { type PaymentFacilitator, settleProof, verifyProof } from './facilitator.js';
+import { type PaymentIdClaim, type PaymentIdUse, requestPaymentId } from './payment-ids.js';
 import {
   carriesProof,
   facilitatorInput,
@@ -194,18 +187,17 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       throw replay();
     }
 
-    const { payload, requirements } = facilitatorInput(proof, terms);
     let result: SettleResponse;
     let nodeFailed = false;
     try {
-      result = await facilitator.settle(payload, requirements, async (txHash, raw) => {
-        await markSettlementSent(store, settlement.id, txHash, raw);
-      });
-    } catch (error) {
-      options.log?.error(
-        { err: error, payer, settlement: settlement.id },
-        'x402 settlement failed without an answer',
+      result = await settleProof(
+        options,
+        'x402 settlement',
+        payer,
+        settlement.id,
+        facilitatorInput(proof, terms),
       );
+    } catch (error) {
       // The facilitator did not say what happened: the chain will (see reconcileX402Settlement).
       if (!(facilitator.announcesSends && isTransportFailure(error))) throw settlementPending();
       // The node failed in process: the proof was not judged, and all that was sent for it was
@@ -316,14 +308,13 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
       // and its settlement finds that transaction only from here (see reconcileX402Settlement). A
       // chain that cannot be read leaves nothing open.
       const fromBlock = authorization.value === 0n ? null : await currentBlockNumber();
-      const { payload, requirements } = facilitatorInput(proof, terms);
-      let verified: VerifyResponse;
-      try {
-        verified = await facilitator.verify(payload, requirements);
-      } catch (error) {
-        options.log?.error({ err: error, payer }, 'x402 verification failed without an answer');
-        throw paymentsUnavailable('the payment facilitator cannot be reached; retry shortly');
-      }
+      const verified = await verifyProof(
+        options,
+        'x402 verification',
+        payer,
+        facilitatorInput(proof, terms),
+        paymentsUnavailable,
+      );
       if (!verified.isValid) throw refuse(`the payment proof is not valid: ${failureReason(verified)}`);
       // A facilitator naming the signer whose signature it checked: only that one is the payer. One
       // naming no one (x402 makes it optional) checked the only authorization it was handed.
@@ -331,18 +322,14 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
         throw refuse(
           `the payment proof is not valid: the facilitator verified a payment by ${verified.payer}, not by ${payer}`,
         );
-      const claim: PaymentIdClaim | undefined = proof.paymentId
-        ? { payer, id: proof.paymentId, body: request.request, requestId: request.requestId }
-        : undefined;
-      const release = async () => {
-        if (claim) await releasePaymentId(store, claim);
-      };
+      const paymentId = requestPaymentId(store, proof, payer, request, {
+        used: paymentIdUsed,
+        log: options.log,
+      });
       return {
         payer,
         settleDebt: async (): Promise<DebtSettled> => {
-          // Under the payer's lock, before anything is paid: a retried id pays and is served once.
-          const earlier = claim && (await claimPaymentId(store, claim));
-          if (claim && earlier) throw paymentIdUsed(claim, earlier);
+          await paymentId.take();
           try {
             return {
               headers: await meteredSettlement(options.metrics, (attempt) =>
@@ -351,7 +338,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
               moved: authorization.value > 0n,
             };
           } catch (error) {
-            await release();
+            await paymentId.release();
             throw error;
           }
         },
@@ -359,7 +346,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
         // limits, but the debt it leaves is owed all the same.
         spending: async () => ({ limits: [], owedPicoUsd: (await debtOf(store, payer)).owedPicoUsd }),
         refuse: async ({ reason, message, details }) => {
-          await release();
+          await paymentId.release();
           const demand = {
             reason: message,
             amountAtomic: BigInt(details.owedAtomic),
@@ -374,16 +361,7 @@ export function createX402Rail(options: X402RailOptions): X402Rail {
           });
         },
         owedHeaders: async () => ({ [OWED_HEADER]: (await debtOf(store, payer)).owedAtomic.toString() }),
-        ...(claim && {
-          recorded: (cost) => {
-            completePaymentId(store, claim, BigInt(cost.totalPicoUsd)).catch((error: unknown) =>
-              options.log?.error(
-                { err: error, payer },
-                'x402: a payment identifier’s outcome was not recorded',
-              ),
-            );
-          },
-        }),
+        recorded: paymentId.complete,
       };
     },
   };

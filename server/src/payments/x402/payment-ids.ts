@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Address } from 'viem';
+import type { AdmissionRequest, StatedCost } from '../../services/chat-contracts.js';
 import type { Store } from '../../store/database.js';
 
 /**
@@ -102,4 +103,45 @@ export async function releasePaymentId(store: Store, claim: PaymentIdClaim): Pro
     .where('request_id', '=', claim.requestId)
     .where('cost_pico', 'is', null)
     .execute();
+}
+
+/** What a request does with the payment identifier its proof carries; each step does nothing without one. */
+export interface RequestPaymentId {
+  /** Under the payer's lock, before anything is paid: a retried id pays and is served once. */
+  take(): Promise<void>;
+  /** The request was refused: a retry may use the id. */
+  release(): Promise<void>;
+  /** The request's usage was recorded: a retry is told its cost. A failure is logged, not thrown. */
+  complete(cost: StatedCost): void;
+}
+
+export function requestPaymentId(
+  store: Store,
+  proof: { paymentId?: string },
+  payer: Address,
+  request: Pick<AdmissionRequest, 'request' | 'requestId'>,
+  options: {
+    /** The refusal of an id another request holds. */
+    used(claim: PaymentIdClaim, earlier: PaymentIdUse): Error;
+    log?: { error(details: object, message: string): void };
+  },
+): RequestPaymentId {
+  const claim: PaymentIdClaim | undefined = proof.paymentId
+    ? { payer, id: proof.paymentId, body: request.request, requestId: request.requestId }
+    : undefined;
+  return {
+    async take() {
+      const earlier = claim && (await claimPaymentId(store, claim));
+      if (claim && earlier) throw options.used(claim, earlier);
+    },
+    async release() {
+      if (claim) await releasePaymentId(store, claim);
+    },
+    complete(cost) {
+      if (claim)
+        completePaymentId(store, claim, BigInt(cost.totalPicoUsd)).catch((error: unknown) =>
+          options.log?.error({ err: error, payer }, 'x402: a payment identifier’s outcome was not recorded'),
+        );
+    },
+  };
 }

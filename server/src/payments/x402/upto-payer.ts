@@ -6,7 +6,6 @@ import {
   failSettlement,
   findSettlement,
   markSettlementRefused,
-  markSettlementSent,
   openSettlement,
   type Settlement,
   SettlementInProgressError,
@@ -24,14 +23,8 @@ import {
   isAuthorizationSeen,
   recordAuthorization,
 } from './authorizations.js';
-import type { PaymentFacilitator } from './facilitator.js';
-import {
-  claimPaymentId,
-  completePaymentId,
-  type PaymentIdClaim,
-  type PaymentIdUse,
-  releasePaymentId,
-} from './payment-ids.js';
+import { type PaymentFacilitator, settleProof, verifyProof } from './facilitator.js';
+import { type PaymentIdClaim, type PaymentIdUse, requestPaymentId } from './payment-ids.js';
 import type { UptoProof } from './proof.js';
 import type { ReconcileOutcome } from './reconcile.js';
 import type { PaymentDemand, X402Terms } from './terms.js';
@@ -67,7 +60,7 @@ export interface UptoPaymentsOptions {
  * nothing) from that permit.
  */
 export function uptoPayments(options: UptoPaymentsOptions) {
-  const { store, chain, facilitator } = options;
+  const { store, chain } = options;
   const underWay = new Set<Promise<void>>();
 
   /** The least maximum a permit must allow for this request: what the payer owes and the request's worst case. */
@@ -97,20 +90,15 @@ export function uptoPayments(options: UptoPaymentsOptions) {
     }
     const fromBlock = await chain.publicClient.getBlockNumber();
     await attachAuthorization(store, permit2NonceKey(permit), { id: settlement.id, fromBlock });
-    const { payload, requirements } = uptoFacilitatorInput(proof, terms, settlement.amountAtomic);
-    let result: SettleResponse;
-    try {
-      result = await facilitator.settle(payload, requirements, async (txHash, raw) => {
-        await markSettlementSent(store, settlement.id, txHash, raw);
-      });
-    } catch (error) {
-      // Unknown outcome: the chain will say (the collector and the payer's next request reconcile it).
-      options.log?.error(
-        { err: error, payer, settlement: settlement.id },
-        'upto settlement failed without an answer',
-      );
-      return;
-    }
+    const result = await settleProof(
+      options,
+      'upto settlement',
+      payer,
+      settlement.id,
+      uptoFacilitatorInput(proof, terms, settlement.amountAtomic),
+    ).catch(() => undefined);
+    // Unknown outcome: the chain will say (the collector and the payer's next request reconcile it).
+    if (!result) return;
     if (!result.success && !result.transaction)
       await markSettlementRefused(
         store,
@@ -159,27 +147,23 @@ export function uptoPayments(options: UptoPaymentsOptions) {
     if (await isAuthorizationSeen(store, key)) throw replay();
     // Verified against its maximum: x402 simulates settling all of it, so the payer's balance and
     // Permit2 allowance (or its EIP-2612 permit for Permit2) cover the maximum now.
-    const { payload, requirements } = uptoFacilitatorInput(proof, terms, permit.maxAtomic);
-    let verified: VerifyResponse;
-    try {
-      verified = await facilitator.verify(payload, requirements);
-    } catch (error) {
-      options.log?.error({ err: error, payer }, 'x402 upto verification failed without an answer');
-      throw options.unavailable('the payment facilitator cannot be reached; retry shortly');
-    }
+    const verified = await verifyProof(
+      options,
+      'x402 upto verification',
+      payer,
+      uptoFacilitatorInput(proof, terms, permit.maxAtomic),
+      options.unavailable,
+    );
     if (!verified.isValid)
       throw refuse(`the payment proof is not valid: ${options.describeFailure(verified)}`);
-    const claim: PaymentIdClaim | undefined = proof.paymentId
-      ? { payer, id: proof.paymentId, body: request.request, requestId: request.requestId }
-      : undefined;
-    const release = async () => {
-      if (claim) await releasePaymentId(store, claim);
-    };
+    const paymentId = requestPaymentId(store, proof, payer, request, {
+      used: options.paymentIdUsed,
+      log: options.log,
+    });
     return {
       payer,
       settleDebt: async () => {
-        const earlier = claim && (await claimPaymentId(store, claim));
-        if (claim && earlier) throw options.paymentIdUsed(claim, earlier);
+        await paymentId.take();
         try {
           await options.finishUnfinishedSettlement(payer);
           const seen = {
@@ -192,7 +176,7 @@ export function uptoPayments(options: UptoPaymentsOptions) {
           };
           if (!(await recordAuthorization(store, seen))) throw replay();
         } catch (error) {
-          await release();
+          await paymentId.release();
           throw error;
         }
         // Nothing is paid before the request: the permit pays its debt and its cost once it completes.
@@ -211,7 +195,7 @@ export function uptoPayments(options: UptoPaymentsOptions) {
         paidUpTo: true,
       }),
       refuse: async ({ reason, message, details }) => {
-        await Promise.all([release(), forgetUnusedAuthorization(store, key)]);
+        await Promise.all([paymentId.release(), forgetUnusedAuthorization(store, key)]);
         const owed = BigInt(details.owedAtomic);
         const required = demand({
           reason: message,
@@ -224,13 +208,7 @@ export function uptoPayments(options: UptoPaymentsOptions) {
         });
       },
       recorded: (cost) => {
-        if (claim)
-          completePaymentId(store, claim, BigInt(cost.totalPicoUsd)).catch((error: unknown) =>
-            options.log?.error(
-              { err: error, payer },
-              'x402: a payment identifier’s outcome was not recorded',
-            ),
-          );
+        paymentId.complete(cost);
         queueSettlement(proof, terms);
       },
     };
