@@ -1,15 +1,17 @@
 import type { Address, Hash } from 'viem';
-import { describe, expect, test, vi } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
 import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
-import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
 import {
   emptyAccount,
   expectEachPaidOnce,
   expectGasShared,
   holdBlocks,
+  newestSettlement,
+  queuedOnEach,
   releaseBlocks,
+  settlementsSent,
 } from '../support/batches.js';
 import {
   authorize,
@@ -63,8 +65,12 @@ async function request(payer: OwingPayer) {
   };
 }
 
-const newest = async (payer: Address): Promise<Settlement | undefined> =>
-  (await settlementsOf(stack.gateway.store, payer, { limit: 1 }))[0];
+const newest = (payer: Address) => newestSettlement(stack.gateway.store, payer);
+const sent = (payers: OwingPayer[]) =>
+  settlementsSent(
+    stack.gateway.store,
+    payers.map((payer) => payer.address),
+  );
 
 /**
  * `starter`'s settlement is sent and waits in the pool; then each of `payers` requests, and its
@@ -73,21 +79,10 @@ const newest = async (payer: Address): Promise<Settlement | undefined> =>
 async function dueWhileOneIsMined(starter: OwingPayer, payers: OwingPayer[]) {
   stack.anthropic.script(...[starter, ...payers].map(() => ({ text: 'next', usage: SMALL })));
   const first = request(starter);
-  await vi.waitFor(async () => expect((await newest(starter.address))?.status).toBe('sent'), {
-    timeout: 10_000,
-    interval: 20,
-  });
+  await sent([starter]);
   const answers = Promise.all(payers.map(request));
   // Each is opened and simulated alone, then joins the queue behind the starter's transaction.
-  await vi.waitFor(
-    async () =>
-      expect(
-        sampleValue(await scrapeMetrics(stack.gateway.url), 'paygate_settlement_batch_queue', {
-          rail: 'session',
-        }),
-      ).toBe(payers.length),
-    { timeout: 30_000, interval: 20 },
-  );
+  await queuedOnEach([stack.gateway], 'session', payers.length);
   return { first, answers };
 }
 
@@ -103,12 +98,7 @@ async function settleTogether(starter: OwingPayer, payers: OwingPayer[]) {
     const due = await dueWhileOneIsMined(starter, payers);
     // The starter's block: the others go out together behind it.
     await stack.local.testClient.mine({ blocks: 1 });
-    await vi.waitFor(
-      async () => {
-        for (const payer of payers) expect((await newest(payer.address))?.status).toBe('sent');
-      },
-      { timeout: 10_000, interval: 20 },
-    );
+    await sent(payers);
     await releaseBlocks(stack.local);
     expect((await due.first).status).toBe(200);
     answers = await due.answers;
@@ -173,12 +163,7 @@ describe('settlements of different payers falling due together', () => {
       await emptyAccount(stack.local, emptied.address);
       await stack.local.testClient.mine({ blocks: 1 });
       expect(await usdcBalance(stack.local, emptied.address)).toBe(0n);
-      await vi.waitFor(
-        async () => {
-          for (const payer of [first, second]) expect((await newest(payer.address))?.status).toBe('sent');
-        },
-        { timeout: 10_000, interval: 20 },
-      );
+      await sent([first, second]);
       await releaseBlocks(stack.local);
       expect((await due.first).status).toBe(200);
       answers = await due.answers;
@@ -218,15 +203,9 @@ describe('settlements of different payers falling due together', () => {
       const due = await dueWhileOneIsMined(starter, [first, second, emptied]);
       await stack.local.testClient.mine({ blocks: 1 });
       // The batch passed its simulation and waits in the pool.
-      await vi.waitFor(
-        async () => {
-          const rows = await Promise.all([first, second, emptied].map((payer) => newest(payer.address)));
-          expect(rows.map((row) => row?.status)).toEqual(['sent', 'sent', 'sent']);
-          batchHash = rows[0]?.txHash;
-          expect(new Set(rows.map((row) => row?.txHash)).size).toBe(1);
-        },
-        { timeout: 10_000, interval: 20 },
-      );
+      const hashes = await sent([first, second, emptied]);
+      expect(new Set(hashes).size).toBe(1);
+      batchHash = hashes[0];
       // The payer moves its USDC with a higher tip: mined first in the next block.
       await emptyAccount(stack.local, emptied.address, { outbid: true });
       await releaseBlocks(stack.local);

@@ -1,8 +1,8 @@
 import type { Address, Hash } from 'viem';
-import { describe, expect, test, vi } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { usdcBalance } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
+import { queuedOnEach, settlementsSent } from '../support/batches.js';
 import { useTwoInstancesOnPostgres } from '../support/chain-gateway.js';
 import { testDialects } from '../support/db.js';
 import {
@@ -85,7 +85,11 @@ describe.skipIf(!testDialects.includes('postgres'))(
       ];
       const payers = batched.flat();
       const before = await treasuryBalance();
-      const newest = async (payer: Address) => (await settlementsOf(stack.instances[0].store, payer))[0];
+      const sent = (waiting: Array<{ address: Address }>) =>
+        settlementsSent(
+          stack.instances[0].store,
+          waiting.map((payer) => payer.address),
+        );
 
       await local.testClient.setAutomine(false);
       await local.testClient.setIntervalMining({ interval: 0 });
@@ -94,32 +98,12 @@ describe.skipIf(!testDialects.includes('postgres'))(
         // Each instance's starter waits in the pool; the others fall due behind them.
         stack.anthropic.script(...[...starters, ...payers].map(() => ({ text: 'next', usage: SMALL })));
         const first = starters.map((starter) => chat(starter.client));
-        await vi.waitFor(
-          async () => {
-            for (const starter of starters) expect((await newest(starter.address))?.status).toBe('sent');
-          },
-          { timeout: 10_000, interval: 20 },
-        );
+        await sent(starters);
         const due = Promise.all(payers.map((payer) => chat(payer.client)));
         // Each is opened and simulated alone, then joins its instance's queue.
-        await vi.waitFor(
-          async () => {
-            for (const gateway of stack.instances)
-              expect(
-                sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue', {
-                  rail: 'session',
-                }),
-              ).toBe(3);
-          },
-          { timeout: 30_000, interval: 20 },
-        );
+        await queuedOnEach(stack.instances, 'session', 3);
         await local.testClient.mine({ blocks: 1 });
-        await vi.waitFor(
-          async () => {
-            for (const payer of payers) expect((await newest(payer.address))?.status).toBe('sent');
-          },
-          { timeout: 10_000, interval: 20 },
-        );
+        await sent(payers);
         await local.testClient.setAutomine(true);
         await local.testClient.mine({ blocks: 1 });
         expect((await Promise.all(first)).map((answer) => answer.status)).toEqual([200, 200]);

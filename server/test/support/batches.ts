@@ -1,7 +1,9 @@
-import { type Address, encodeFunctionData, parseEventLogs, type TransactionReceipt } from 'viem';
-import { expect } from 'vitest';
+import { type Address, encodeFunctionData, type Hash, parseEventLogs, type TransactionReceipt } from 'viem';
+import { expect, vi } from 'vitest';
 import { type LocalChain, testUsdcAbi, usdcBalance } from '../../devkit/chain/index.js';
-import type { Settlement } from '../../src/billing/settlements.js';
+import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
+import type { Store } from '../../src/store/database.js';
+import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
 
 // Settlements of different payers that fall due while one transaction is being mined go out together
 // at the next block; tests hold the chain's blocks to make them fall due together.
@@ -62,4 +64,40 @@ export async function emptyAccount(local: LocalChain, payer: Address, options: {
     ...(options.outbid && { maxFeePerGas: 500_000_000_000n, maxPriorityFeePerGas: 100_000_000_000n }),
   });
   await local.testClient.stopImpersonatingAccount({ address: payer });
+}
+
+/** The payer's newest settlement in the store. */
+export async function newestSettlement(store: Store, payer: Address): Promise<Settlement | undefined> {
+  return (await settlementsOf(store, payer, { limit: 1 }))[0];
+}
+
+/** Waits until each payer's newest settlement is sent; resolves with their transactions, in order. */
+export async function settlementsSent(store: Store, payers: readonly Address[]): Promise<Array<Hash | null>> {
+  let hashes: Array<Hash | null> = [];
+  await vi.waitFor(
+    async () => {
+      const rows = await Promise.all(payers.map((payer) => newestSettlement(store, payer)));
+      expect(rows.map((row) => row?.status)).toEqual(payers.map(() => 'sent'));
+      hashes = rows.map((row) => row?.txHash ?? null);
+    },
+    { timeout: 20_000, interval: 20 },
+  );
+  return hashes;
+}
+
+/** Waits until each gateway's queue of the rail's settlements behind the transaction being mined holds `items`. */
+export async function queuedOnEach(
+  gateways: ReadonlyArray<{ url: string }>,
+  rail: 'session' | 'x402',
+  items: number,
+): Promise<void> {
+  await vi.waitFor(
+    async () => {
+      for (const gateway of gateways)
+        expect(
+          sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue', { rail }),
+        ).toBe(items);
+    },
+    { timeout: 60_000, interval: 20 },
+  );
 }

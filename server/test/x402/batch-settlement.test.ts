@@ -1,16 +1,18 @@
 import type { Address, Hash, PrivateKeyAccount } from 'viem';
-import { describe, expect, test, vi } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
-import { type Settlement, settlementsOf } from '../../src/billing/settlements.js';
+import type { Settlement } from '../../src/billing/settlements.js';
 import { MULTICALL3_ADDRESS } from '../../src/payments/chain/index.js';
-import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
 import {
   emptyAccount,
   expectEachPaidOnce,
   expectGasShared,
   holdBlocks,
+  newestSettlement,
+  queuedOnEach,
   releaseBlocks,
+  settlementsSent,
 } from '../support/batches.js';
 import {
   payerOwingSmallCost,
@@ -49,22 +51,12 @@ async function request(payer: PrivateKeyAccount) {
 
 type Answer = Awaited<ReturnType<typeof request>>;
 
-const newest = async (payer: Address): Promise<Settlement | undefined> =>
-  (await settlementsOf(stack.gateway.store, payer, { limit: 1 }))[0];
-
-/** Waits until each payer's newest settlement is sent; resolves with their transactions. */
-async function sent(payers: PrivateKeyAccount[]): Promise<Array<Hash | null | undefined>> {
-  let hashes: Array<Hash | null | undefined> = [];
-  await vi.waitFor(
-    async () => {
-      const rows = await Promise.all(payers.map((payer) => newest(payer.address)));
-      expect(rows.map((row) => row?.status)).toEqual(payers.map(() => 'sent'));
-      hashes = rows.map((row) => row?.txHash);
-    },
-    { timeout: 20_000, interval: 20 },
+const newest = (payer: Address) => newestSettlement(stack.gateway.store, payer);
+const sent = (payers: PrivateKeyAccount[]) =>
+  settlementsSent(
+    stack.gateway.store,
+    payers.map((payer) => payer.address),
   );
-  return hashes;
-}
 
 /**
  * `starter`'s settlement is sent and waits in the pool; then each of `payers` pays, and its
@@ -74,15 +66,7 @@ async function dueWhileOneIsMined(starter: PrivateKeyAccount, payers: PrivateKey
   const first = request(starter);
   await sent([starter]);
   const answers = Promise.all(payers.map(request));
-  await vi.waitFor(
-    async () =>
-      expect(
-        sampleValue(await scrapeMetrics(stack.gateway.url), 'paygate_settlement_batch_queue', {
-          rail: 'x402',
-        }),
-      ).toBe(payers.length),
-    { timeout: 60_000, interval: 20 },
-  );
+  await queuedOnEach([stack.gateway], 'x402', payers.length);
   return { first, answers };
 }
 

@@ -2,11 +2,10 @@ import { encodePaymentSignatureHeader } from '@x402/core/http';
 import type { APIError } from 'openai';
 import type { Address, Hash } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { describe, expect, test, vi } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { mintUsdc, usdcBalance } from '../../devkit/chain/index.js';
 import { settlementsOf } from '../../src/billing/settlements.js';
-import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
-import { holdBlocks, releaseBlocks } from '../support/batches.js';
+import { holdBlocks, queuedOnEach, releaseBlocks, settlementsSent } from '../support/batches.js';
 import { chainGatewayConfig, useTwoInstancesOnPostgres } from '../support/chain-gateway.js';
 import { testDialects } from '../support/db.js';
 import {
@@ -120,41 +119,25 @@ describe.skipIf(!testDialects.includes('postgres'))(
       const balances = await Promise.all(everyone.map((payer) => usdcBalance(local, payer.address)));
       const treasury = local.accounts.treasury.address;
       const before = await usdcBalance(local, treasury);
-      const newest = async (payer: Address) => (await settlementsOf(stack.instances[0].store, payer))[0];
+      const sent = (waiting: Array<{ address: Address }>) =>
+        settlementsSent(
+          stack.instances[0].store,
+          waiting.map((payer) => payer.address),
+        );
 
       await holdBlocks(local);
       let answers: Awaited<ReturnType<typeof chat>>[];
       try {
         // Each instance's starter waits in the pool; the others fall due behind them.
         const first = starters.map((starter, index) => chat(instance(index as 0 | 1), starter));
-        await vi.waitFor(
-          async () => {
-            for (const starter of starters) expect((await newest(starter.address))?.status).toBe('sent');
-          },
-          { timeout: 10_000, interval: 20 },
-        );
+        await sent(starters);
         const due = Promise.all(
           batched.flatMap((group, index) => group.map((payer) => chat(instance(index as 0 | 1), payer))),
         );
         // Each is opened and simulated alone, then joins its instance's queue.
-        await vi.waitFor(
-          async () => {
-            for (const gateway of stack.instances)
-              expect(
-                sampleValue(await scrapeMetrics(gateway.url), 'paygate_settlement_batch_queue', {
-                  rail: 'x402',
-                }),
-              ).toBe(3);
-          },
-          { timeout: 30_000, interval: 20 },
-        );
+        await queuedOnEach(stack.instances, 'x402', 3);
         await local.testClient.mine({ blocks: 1 });
-        await vi.waitFor(
-          async () => {
-            for (const payer of payers) expect((await newest(payer.address))?.status).toBe('sent');
-          },
-          { timeout: 10_000, interval: 20 },
-        );
+        await sent(payers);
         await releaseBlocks(local);
         await Promise.all(first);
         answers = await due;
