@@ -14,15 +14,7 @@ import {
   releaseBlocks,
   settlementsSent,
 } from '../support/batches.js';
-import {
-  payerOwingSmallCost,
-  proofFor,
-  SMALL,
-  SMALL_COST,
-  sendProof,
-  settlementOf,
-  useX402Stack,
-} from './harness.js';
+import { payDebt, payerOwingSmallCost, SMALL_COST, useX402Stack } from './harness.js';
 
 // x402 settlements of different payers that fall due while one transaction is being mined go out
 // together in one Multicall3 `aggregate3` at the next block; the test holds the chain's blocks to
@@ -37,19 +29,9 @@ const BATCH_CEILING_PER_PAYER = 48_500n;
 // A batch waits for the transaction before it however long the test holds the blocks.
 const stack = useX402Stack({ limits: { settlementBatchWaitMs: 120_000 } });
 
-/** A request with a proof paying the payer's debt (SMALL_COST): its status, settlement's transaction and error code. */
-async function request(payer: PrivateKeyAccount) {
-  stack.anthropic.script({ text: 'paid', usage: SMALL });
-  const response = await sendProof(stack, 'PAYMENT-SIGNATURE', await proofFor(stack, payer, SMALL_COST));
-  const body = (await response.json()) as { error?: { code?: string } };
-  return {
-    status: response.status,
-    tx: response.ok ? (settlementOf(response.headers).transaction as Hash) : undefined,
-    code: body.error?.code,
-  };
-}
+const request = (payer: PrivateKeyAccount) => payDebt(stack, payer);
 
-type Answer = Awaited<ReturnType<typeof request>>;
+type Answer = Awaited<ReturnType<typeof payDebt>>;
 
 const newest = (payer: Address) => newestSettlement(stack.gateway.store, payer);
 const sent = (payers: PrivateKeyAccount[]) =>

@@ -247,6 +247,21 @@ export function sendProof(stack: X402Stack, header: string, value: string): Prom
   });
 }
 
+/**
+ * A request with a proof paying the payer's debt of SMALL_COST, the provider scripted to answer it:
+ * its status, its settlement's transaction (PAYMENT-RESPONSE) and its error code.
+ */
+export async function payDebt(stack: X402Stack, payer: PayerSigner) {
+  stack.anthropic.script({ text: 'paid', usage: SMALL });
+  const response = await sendProof(stack, 'PAYMENT-SIGNATURE', await proofFor(stack, payer, SMALL_COST));
+  const body = (await response.json()) as { error?: { code?: string } };
+  return {
+    status: response.status,
+    tx: response.ok ? (settlementOf(response.headers).transaction as Hash) : undefined,
+    code: body.error?.code,
+  };
+}
+
 /** What the gateway asks of a chat request without credentials (the PAYMENT-REQUIRED of its 402). */
 export async function requirementsAsked(stack: X402Stack): Promise<PaymentRequired> {
   const asked = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
