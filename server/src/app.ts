@@ -158,6 +158,7 @@ export async function buildApp(
     store,
     chain,
     facilitator: gatewayFacilitator(chain, {
+      store,
       facilitatorUrl: config.chain.facilitatorUrl,
       confirmationTimeoutMs: config.limits.settlementTimeoutMs,
       batchWaitMs: config.limits.settlementBatchWaitMs,

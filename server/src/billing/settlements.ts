@@ -326,23 +326,34 @@ export async function markSettlementSent(
 /**
  * The outbox write before a broadcast: the signed transaction that pays the pending settlements
  * `ids` (one, or a batch of different payers') stored on each, all `sent` on its hash, or none.
+ * `resigned`: a settlement already sent may be among them, its transaction refused for its nonce
+ * (never broadcast) and signed anew (x402, as markSettlementSent).
  */
 export async function markSettlementsSent(
   store: Store,
   ids: readonly string[],
   tx: { hash: Hex; raw: Hex },
+  options: { resigned?: boolean } = {},
 ): Promise<void> {
   const now = Date.now();
   await store.db.transaction().execute(async (trx) => {
     const sent = await trx
       .updateTable('settlements')
-      .set({ status: 'sent', tx_hash: tx.hash, tx_raw: tx.raw, sent_at: now, updated_at: now })
+      .set((eb) => ({
+        status: 'sent',
+        tx_hash: tx.hash,
+        tx_raw: tx.raw,
+        sent_at: eb.fn.coalesce('sent_at', eb.val(now)),
+        updated_at: now,
+      }))
       .where('id', 'in', ids)
-      .where('status', '=', 'pending')
+      .where('status', 'in', options.resigned ? UNFINISHED : ['pending'])
       .returning('id')
       .execute();
     if (sent.length !== ids.length)
-      throw new SettlementStateError(`settlements ${ids.join(', ')} are not all pending any more`);
+      throw new SettlementStateError(
+        `settlements ${ids.join(', ')} are not all ${options.resigned ? 'unfinished' : 'pending'} any more`,
+      );
   });
 }
 

@@ -2,7 +2,7 @@ import type { Address, Hash, PrivateKeyAccount } from 'viem';
 import { describe, expect, test } from 'vitest';
 import { usdcBalance } from '../../devkit/chain/index.js';
 import { debtOf } from '../../src/billing/ledger.js';
-import type { Settlement } from '../../src/billing/settlements.js';
+import { failSettlement, type Settlement } from '../../src/billing/settlements.js';
 import { MULTICALL3_ADDRESS } from '../../src/payments/chain/index.js';
 import {
   emptyAccount,
@@ -197,5 +197,38 @@ describe('x402 settlements of different payers falling due together', () => {
       receipt,
       (await Promise.all([newest(first.address), newest(second.address)])) as Settlement[],
     );
+  });
+  test('a settlement finished elsewhere while queued (its row no longer unfinished) sinks no one: the others go alone, its authorization never lands', async () => {
+    const { local, anthropic } = stack;
+    const { starter, first, second, emptied: finished } = await starterAndThree();
+    const forwarded = anthropic.log.length;
+    const treasuryBefore = await usdcBalance(local, local.accounts.treasury.address);
+    const balanceBefore = await usdcBalance(local, finished.address);
+
+    await holdBlocks(local);
+    let answers: Answer[];
+    try {
+      const due = await dueWhileOneIsMined(starter, [first, second, finished]);
+      // As another instance finishing it would: the batch can no longer be recorded on all its rows.
+      const row = (await newest(finished.address)) as Settlement;
+      await failSettlement(stack.gateway.store, row.id, 'finished elsewhere');
+      await local.testClient.mine({ blocks: 1 });
+      const hashes = await sent([first, second]);
+      expect(new Set(hashes).size).toBe(2);
+      await releaseBlocks(local);
+      expect((await due.first).status).toBe(200);
+      answers = await due.answers;
+    } finally {
+      await local.testClient.setAutomine(true);
+    }
+
+    const [paidFirst, paidSecond, refused] = answers as [Answer, Answer, Answer];
+    expect([paidFirst.status, paidSecond.status]).toEqual([200, 200]);
+    expect(paidFirst.tx).not.toBe(paidSecond.tx);
+    expect(refused).toMatchObject({ status: 402 });
+    expect(anthropic.log.length).toBe(forwarded + 3);
+    expect(await usdcBalance(local, finished.address)).toBe(balanceBefore);
+    expect(await usdcBalance(local, local.accounts.treasury.address)).toBe(treasuryBefore + 3n * SMALL_COST);
+    expect((await debtOf(stack.gateway.store, finished.address)).owedAtomic).toBe(SMALL_COST);
   });
 });

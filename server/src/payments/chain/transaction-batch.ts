@@ -85,32 +85,39 @@ export function transactionBatcher<Item extends BatchedCall>(
     return cappedGasLimit(target.kind, gas, batch.length);
   };
 
-  const submit = async (batch: readonly Queued<Item>[], gas: bigint): Promise<Hash | undefined> => {
+  const submit = async (batch: readonly Queued<Item>[], gas: bigint): Promise<Array<Hash | undefined>> => {
     const items = itemsOf(batch);
+    let unrecorded = false;
     try {
       const tx = await chain.relayer.submit({ ...target.call(items, false), gas }, (signed) =>
-        target.record(items, signed),
+        target.record(items, signed).catch((error: unknown) => {
+          unrecorded = true;
+          throw error;
+        }),
       );
       for (const queued of batch) queued.resolve({ tx, items: batch.length });
-      return tx.hash;
+      return [tx.hash];
     } catch (error) {
+      // Not recorded, so not sent: one item's settlement that changed meanwhile (finished elsewhere)
+      // refuses the record of all, and each is sent alone instead, that one refused on its own.
+      if (unrecorded && batch.length > 1) return eachAlone(batch);
       for (const queued of batch) queued.reject(error);
-      return undefined;
+      return [undefined];
     }
   };
 
   const eachAlone = async (batch: readonly Queued<Item>[]) => {
     const hashes: Array<Hash | undefined> = [];
-    for (const queued of batch) hashes.push(await submit([queued], queued.item.gas));
+    for (const queued of batch) hashes.push(...(await submit([queued], queued.item.gas)));
     return hashes;
   };
 
   /** Sends the batch in one transaction, or those still passing alone when together they revert. */
   const sendBatch = async (batch: readonly Queued<Item>[]): Promise<Array<Hash | undefined>> => {
     const [only] = batch;
-    if (only && batch.length === 1) return [await submit(batch, only.item.gas)];
+    if (only && batch.length === 1) return submit(batch, only.item.gas);
     const together = await estimate(batch).catch(() => undefined);
-    if (together !== undefined) return [await submit(batch, together)];
+    if (together !== undefined) return submit(batch, together);
     // The chain moved since they were simulated (a payer's funds, a revoked delegation): each is
     // simulated alone again and those refused now are left out, owed, with their reason.
     const passing: Queued<Item>[] = [];
@@ -126,7 +133,7 @@ export function transactionBatcher<Item extends BatchedCall>(
     );
     if (passing.length <= 1) return eachAlone(passing);
     const gas = await estimate(passing).catch(() => undefined);
-    return gas === undefined ? eachAlone(passing) : [await submit(passing, gas)];
+    return gas === undefined ? eachAlone(passing) : submit(passing, gas);
   };
 
   const run = async () => {

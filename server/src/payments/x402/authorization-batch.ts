@@ -1,5 +1,7 @@
-import type { Address, Hash, Hex } from 'viem';
+import type { Address, Hex } from 'viem';
+import { markSettlementsSent } from '../../billing/settlements.js';
 import type { SettlementMetrics } from '../../observability/index.js';
+import type { Store } from '../../store/database.js';
 import {
   aggregate3Calldata,
   type BatchedCall,
@@ -12,13 +14,14 @@ import {
 /** One payer's EIP-3009 `transferWithAuthorization`, simulated alone from the relayer. */
 export interface AuthorizationItem extends BatchedCall {
   call: { to: Address; data: Hex };
-  /** Records the transaction that carries it on its settlement, before its broadcast. */
-  onSubmitted(txHash: Hash, raw: Hex): Promise<void>;
+  /** The settlement it pays. */
+  settlementId: string;
 }
 
 export type AuthorizationBatcher = TransactionBatcher<AuthorizationItem>;
 
 export interface AuthorizationBatcherOptions {
+  store: Store;
   chain: Pick<ChainClient, 'publicClient' | 'relayer'>;
   /** The longest a batch waits for the one before it to be mined (SETTLEMENT_BATCH_WAIT_MS). */
   maxWaitMs: number;
@@ -49,9 +52,15 @@ export function authorizationBatcher(options: AuthorizationBatcherOptions): Auth
           ),
         };
       },
-      record: async (items, tx) => {
-        await Promise.all(items.map((item) => item.onSubmitted(tx.hash, tx.raw)));
-      },
+      // All or none: a batch's signed transaction carries every item's authorization, so a row left
+      // unmarked would be paid by a resend of it while its settlement is failed and owed again.
+      record: (items, tx) =>
+        markSettlementsSent(
+          options.store,
+          items.map((item) => item.settlementId),
+          tx,
+          { resigned: true },
+        ),
     },
   });
 }

@@ -64,12 +64,15 @@ export interface PaymentFacilitator {
   /**
    * Settles on chain and waits for the receipt. `onSubmitted` learns the transaction's hash as soon
    * as it is known: with the signed transaction before broadcast in process (again when its nonce
-   * was refused and it is signed anew), with the result for a remote facilitator.
+   * was refused and it is signed anew), with the result for a remote facilitator. `settlementId`:
+   * the settlement it pays, which may then share a transaction with other payers' (in process),
+   * all of them marked sent on it in one database transaction instead of through `onSubmitted`.
    */
   settle(
     payload: PaymentPayload,
     requirements: PaymentRequirements,
     onSubmitted: SubmittedListener,
+    settlementId?: string,
   ): Promise<SettleResponse>;
 }
 
@@ -120,9 +123,14 @@ export async function settleProof(
   { payload, requirements }: FacilitatorInput,
 ): Promise<SettleResponse> {
   try {
-    return await facilitator.settle(payload, requirements, async (txHash, raw) => {
-      await markSettlementSent(store, settlement, txHash, raw);
-    });
+    return await facilitator.settle(
+      payload,
+      requirements,
+      async (txHash, raw) => {
+        await markSettlementSent(store, settlement, txHash, raw);
+      },
+      settlement,
+    );
   } catch (error) {
     log?.error({ err: error, payer, settlement }, `${what} failed without an answer`);
     throw error;
@@ -182,7 +190,7 @@ export function inProcessFacilitator(
       if (!result.isValid && nodeFailures.length > 0) throw nodeFailures[0];
       return result;
     },
-    async settle(payload, requirements, onSubmitted) {
+    async settle(payload, requirements, onSubmitted, settlementId) {
       if (isErc7710Payload(payload.payload))
         return settleErc7710(
           chain,
@@ -196,6 +204,7 @@ export function inProcessFacilitator(
       const nodeFailures: unknown[] = [];
       const result = await facilitatorFor({
         onSubmitted,
+        settlementId,
         onNodeFailure: (error) => nodeFailures.push(error),
       }).settle(payload, requirements);
       // x402 takes a node that did not answer before a transaction was named (a check, a gas
@@ -271,6 +280,8 @@ export function remoteFacilitator(url: string, timeoutMs = 90_000): PaymentFacil
 interface SignerCalls {
   /** Settling: each transaction signed, before its broadcast. Without it the signer sends nothing. */
   onSubmitted?: SubmittedListener;
+  /** The settlement its transaction pays: given, it may share one with other payers' settlements. */
+  settlementId?: string;
   /** A call the node did not answer (unreachable, overloaded, out of time), before it is thrown. */
   onNodeFailure?: (error: unknown) => void;
 }
@@ -280,7 +291,7 @@ const ASSET_CODE: Hex = '0xfe';
 
 function relayerSigner(chain: ChainClient, calls: SignerCalls, sending: SignerSending) {
   const client = chain.publicClient;
-  const { onSubmitted, onNodeFailure } = calls;
+  const { onSubmitted, settlementId, onNodeFailure } = calls;
   const ask = <T>(call: Promise<T>): Promise<T> =>
     call.catch((error: unknown) => {
       if (isTransportFailure(error)) onNodeFailure?.(error);
@@ -307,10 +318,12 @@ function relayerSigner(chain: ChainClient, calls: SignerCalls, sending: SignerSe
     // the relayer itself settle, not Multicall3.
     const { batching } = sending;
     const batcher =
-      batching && isAddressEqual(to, chain.usdc) && (await batching.ready()) ? batching.batcher : undefined;
+      batching && settlementId && isAddressEqual(to, chain.usdc) && (await batching.ready())
+        ? batching.batcher
+        : undefined;
     const submit = async () =>
-      batcher
-        ? (await batcher.send({ call: { to, data }, gas, simulate, onSubmitted })).tx
+      batcher && settlementId
+        ? (await batcher.send({ call: { to, data }, gas, simulate, settlementId })).tx
         : chain.relayer.submit({ to, data, gas }, (tx) => onSubmitted(tx.hash, tx.raw));
     for (let attempt = 1; ; attempt++) {
       try {

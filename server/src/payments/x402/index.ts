@@ -1,4 +1,5 @@
 import type { SettlementMetrics } from '../../observability/index.js';
+import type { Store } from '../../store/database.js';
 import type { ChainClient } from '../chain/index.js';
 import { authorizationBatcher } from './authorization-batch.js';
 import { inProcessFacilitator, type PaymentFacilitator, remoteFacilitator } from './facilitator.js';
@@ -12,6 +13,8 @@ export {
 } from './reconcile.js';
 
 export interface GatewayFacilitatorOptions {
+  /** Where the settlements of a batch are marked sent together. */
+  store: Store;
   /** FACILITATOR_URL: a remote facilitator, which sends with its own key. */
   facilitatorUrl?: string;
   confirmationTimeoutMs?: number;
@@ -29,6 +32,11 @@ export function gatewayFacilitator(
   return inProcessFacilitator(chain, {
     confirmationTimeoutMs: options.confirmationTimeoutMs ?? 30_000,
     // One per gateway: the settlements of its payers that fall due together share a transaction.
-    batcher: authorizationBatcher({ chain, maxWaitMs: options.batchWaitMs, metrics: options.metrics }),
+    batcher: authorizationBatcher({
+      store: options.store,
+      chain,
+      maxWaitMs: options.batchWaitMs,
+      metrics: options.metrics,
+    }),
   });
 }
