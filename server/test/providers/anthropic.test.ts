@@ -1,10 +1,10 @@
 import { request } from 'node:http';
 import type OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { JSON_MODE_INSTRUCTION } from '../../src/providers/message-parts.js';
 import { usageCost } from '../../src/services/chat-contracts.js';
 import { statedCost, TEST_PAYER } from '../support/chat-doubles.js';
-import { collect, type Harness, report, startHarness, weatherReport } from './gateway-harness.js';
+import { collect, report, useHarness, weatherReport } from './gateway-harness.js';
 
 const MODEL = 'anthropic/claude-sonnet-4.5';
 const PNG =
@@ -25,15 +25,7 @@ const weatherCall = (id: string) => ({
   function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
 });
 
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.anthropic.log.length = 0;
-  h.recorder.entries.length = 0;
-});
+const h = useHarness();
 
 const lastSent = () => h.anthropic.log.at(-1)!;
 

@@ -1,13 +1,11 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
-import { buildApp } from '../../src/app.js';
 import { findUsageRecord } from '../../src/billing/ledger.js';
 import { usageCost } from '../../src/services/chat-contracts.js';
 import type { Store } from '../../src/store/database.js';
-import { gateDouble, statedCost } from '../support/chat-doubles.js';
-import { testConfig } from '../support/config.js';
+import { statedCost } from '../support/chat-doubles.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { collect, failure, type Harness, readUntilFailure, startHarness } from './gateway-harness.js';
+import { collect, failure, ledgerApp, readUntilFailure, useHarness } from './gateway-harness.js';
 
 /**
  * Every upstream call is read from the provider as a stream, a whole answer too: however it ends
@@ -22,17 +20,9 @@ const UPSTREAM_TIMEOUT_MS = 1000;
 const COMPLETION_TIMEOUT_MS = 3000;
 const hi = [{ role: 'user' as const, content: 'Hi' }];
 
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness({
-    upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
-    upstreamCompletionTimeoutMs: COMPLETION_TIMEOUT_MS,
-  });
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.recorder.entries.length = 0;
-  h.gate.outputTokens = undefined;
+const h = useHarness({
+  upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
+  upstreamCompletionTimeoutMs: COMPLETION_TIMEOUT_MS,
 });
 
 const usage = (counts: { inputTokens: number; outputTokens: number }) => ({
@@ -189,15 +179,7 @@ describe('in the ledger', () => {
 
   test('a whole answer cut before message_delta is a usage record marked inexact, its output estimated', async () => {
     const anthropic = await startAnthropicSimulator();
-    const app = await buildApp(
-      testConfig({
-        providers: {
-          ...testConfig().providers,
-          anthropic: { apiKey: 'sk-ant-test', baseUrl: anthropic.url },
-        },
-      }),
-      { gate: gateDouble(), store, checks: [] },
-    );
+    const app = await ledgerApp(anthropic.url, store);
     try {
       anthropic.script({ text: bonjour, usage: { input_tokens: 7 }, resetBeforeUsage: true, delayMs: 20 });
       const res = await app.inject({

@@ -1,6 +1,6 @@
 import type OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { collect, failure, type Harness, startHarness } from './gateway-harness.js';
+import { describe, expect, test } from 'vitest';
+import { collect, failure, useHarness } from './gateway-harness.js';
 
 /**
  * `reasoning_effort` as Claude's extended thinking, through the gateway with the official client:
@@ -11,17 +11,30 @@ const MODEL = 'anthropic/claude-sonnet-4.5';
 /** 44 bytes: 11 reasoning tokens as estimated. */
 const THINKING = 'The user wants a greeting; one word will do.';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.anthropic.log.length = 0;
-  h.recorder.entries.length = 0;
-});
+const h = useHarness();
 
 const sent = () => h.anthropic.log.at(-1)!.body;
+
+/**
+ * A weather tool loop at low effort: the call, sent with thinking, then the turn with its result
+ * and the assistant's message as `kept` returns it, answered.
+ */
+async function weatherLoop(
+  kept: (message: OpenAI.Chat.ChatCompletionMessage) => OpenAI.Chat.ChatCompletionMessageParam,
+) {
+  const tools: OpenAI.Chat.ChatCompletionTool[] = [
+    { type: 'function', function: { name: 'weather', parameters: { type: 'object' } } },
+  ];
+  const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather?' }];
+  const ask = () =>
+    h.client.chat.completions.create({ model: MODEL, messages, tools, reasoning_effort: 'low' });
+  h.anthropic.script({ thinking: THINKING, toolCalls: [{ name: 'weather', arguments: {} }] });
+  const message = (await ask()).choices[0]!.message;
+  expect(sent().thinking).toMatchObject({ type: 'enabled' });
+  messages.push(kept(message), { role: 'tool', tool_call_id: message.tool_calls![0]!.id, content: 'Sunny' });
+  h.anthropic.script({ text: 'Sunny.' });
+  expect((await ask()).choices[0]!.message.content).toBe('Sunny.');
+}
 
 describe('reasoning_effort for Claude', () => {
   test('high with max_tokens 10,000: 8,000 tokens of thinking, no temperature or top_k; the thinking is not content, its tokens are reasoning', async () => {
@@ -139,30 +152,8 @@ describe('reasoning_effort for Claude', () => {
   });
 
   test('a tool loop given its reasoning_details back: the thinking block goes back signed, and the loop thinks on', async () => {
-    const tools: OpenAI.Chat.ChatCompletionTool[] = [
-      { type: 'function', function: { name: 'weather', parameters: { type: 'object' } } },
-    ];
-    h.anthropic.script({ thinking: THINKING, toolCalls: [{ name: 'weather', arguments: {} }] });
-    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather?' }];
-    const call = await h.client.chat.completions.create({
-      model: MODEL,
-      messages,
-      tools,
-      reasoning_effort: 'low',
-    });
-    expect(sent().thinking).toMatchObject({ type: 'enabled' });
     // The message as it came, reasoning_details included, as an agent appends it.
-    const message = call.choices[0]!.message;
-    messages.push(message, { role: 'tool', tool_call_id: message.tool_calls![0]!.id, content: 'Sunny' });
-
-    h.anthropic.script({ text: 'Sunny.' });
-    const answer = await h.client.chat.completions.create({
-      model: MODEL,
-      messages,
-      tools,
-      reasoning_effort: 'low',
-    });
-    expect(answer.choices[0]!.message.content).toBe('Sunny.');
+    await weatherLoop((message) => message);
     expect(sent().thinking).toMatchObject({ type: 'enabled' });
     expect(sent().messages[1].content[0]).toEqual({
       type: 'thinking',
@@ -171,33 +162,8 @@ describe('reasoning_effort for Claude', () => {
     });
   });
   test('a tool loop: the call is answered with thinking, the turn with its result without (the client kept no thinking block), and served', async () => {
-    const tools: OpenAI.Chat.ChatCompletionTool[] = [
-      { type: 'function', function: { name: 'weather', parameters: { type: 'object' } } },
-    ];
-    h.anthropic.script({ thinking: THINKING, toolCalls: [{ name: 'weather', arguments: {} }] });
-    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather?' }];
-    const call = await h.client.chat.completions.create({
-      model: MODEL,
-      messages,
-      tools,
-      reasoning_effort: 'low',
-    });
-    expect(sent().thinking).toMatchObject({ type: 'enabled' });
     // A client keeping only the OpenAI fields of the message.
-    const { role, content, tool_calls } = call.choices[0]!.message;
-    messages.push(
-      { role, content, tool_calls },
-      { role: 'tool', tool_call_id: tool_calls![0]!.id, content: 'Sunny' },
-    );
-
-    h.anthropic.script({ text: 'Sunny.' });
-    const answer = await h.client.chat.completions.create({
-      model: MODEL,
-      messages,
-      tools,
-      reasoning_effort: 'low',
-    });
-    expect(answer.choices[0]!.message.content).toBe('Sunny.');
+    await weatherLoop(({ role, content, tool_calls }) => ({ role, content, tool_calls }));
     expect(sent()).not.toHaveProperty('thinking');
   });
 });

@@ -1,23 +1,16 @@
 import { type ClientRequest, type IncomingMessage, request } from 'node:http';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import { sampleValue, scrapeMetrics } from '../observability/prometheus-text.js';
-import { type Harness, startHarness } from './gateway-harness.js';
+import { startHarness, useHarness } from './gateway-harness.js';
 
 /** Short upstream timeouts: once its client left, nothing else ends a provider's call. */
 const UPSTREAM_TIMEOUT_MS = 1_000;
 const COMPLETION_TIMEOUT_MS = 1_500;
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness({
-    upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
-    upstreamCompletionTimeoutMs: COMPLETION_TIMEOUT_MS,
-  });
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.recorder.entries.length = 0;
+const h = useHarness({
+  upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
+  upstreamCompletionTimeoutMs: COMPLETION_TIMEOUT_MS,
 });
 
 const WAIT = { timeout: 10_000 };

@@ -1,10 +1,10 @@
 import OpenAI, { BadRequestError, InternalServerError } from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, test, vi } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { ApiError } from '../../src/http/errors.js';
 import { gateDouble, recorderDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
-import { collect, failure, type Harness, readUntilFailure, startHarness } from './gateway-harness.js';
+import { collect, failure, readUntilFailure, useHarness } from './gateway-harness.js';
 
 const CLAUDE = 'anthropic/claude-haiku-5.5';
 const GEMINI = 'google/gemini-2.5-pro';
@@ -13,20 +13,10 @@ const COMPLETION_TIMEOUT_MS = 4000;
 const HEARTBEAT_MS = 300;
 const hi = [{ role: 'user' as const, content: 'Hi' }];
 
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness({
-    upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
-    upstreamCompletionTimeoutMs: COMPLETION_TIMEOUT_MS,
-    streamHeartbeatMs: HEARTBEAT_MS,
-  });
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.recorder.entries.length = 0;
-  h.recorder.failure = undefined;
-  h.gate.refusal = undefined;
-  h.gate.owed = undefined;
+const h = useHarness({
+  upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
+  upstreamCompletionTimeoutMs: COMPLETION_TIMEOUT_MS,
+  streamHeartbeatMs: HEARTBEAT_MS,
 });
 
 /** A stream request, without the openai client's retries. */

@@ -1,22 +1,13 @@
 import type OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { PDF } from '../support/documents.js';
-import { failure, type Harness, startHarness } from './gateway-harness.js';
+import { failure, useHarness } from './gateway-harness.js';
 
 /**
  * Files (`file` parts with `file_data`, as the Vercel AI SDK and LangChain send PDFs) and audio
  * (`input_audio`) through the gateway with the official client, to each provider family.
  */
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.anthropic.log.length = 0;
-  h.gemini.log.length = 0;
-  h.local.log.length = 0;
-});
+const h = useHarness();
 
 const TEXT = Buffer.from('Minutes of the meeting: nothing decided.').toString('base64');
 /** One second of silence: 16 kHz, 16-bit, mono (its header aside). */

@@ -1,13 +1,14 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import OpenAI, { APIError } from 'openai';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import { startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import { startGeminiSimulator } from '../../devkit/simulators/gemini.js';
 import { startOpenAICompatibleSimulator } from '../../devkit/simulators/openai-compatible.js';
 import { buildApp } from '../../src/app.js';
 import type { Catalog } from '../../src/catalog/catalog.js';
 import type { LimitsConfig } from '../../src/config.js';
+import type { Store } from '../../src/store/database.js';
 import { testCatalog } from '../support/catalog.js';
 import { type GateDouble, gateDouble, type RecorderDouble, recorderDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
@@ -101,6 +102,37 @@ export async function startHarness(limits: Partial<LimitsConfig> = {}) {
       await Promise.all([anthropic.close(), gemini.close(), local.close()]);
     },
   };
+}
+
+/**
+ * A suite's harness: its fields are set before the suite's tests and closed after them; before each
+ * test the simulators' logs and the recorder are emptied and the doubles' settings cleared.
+ */
+export function useHarness(limits: Partial<LimitsConfig> = {}): Harness {
+  const h = {} as Harness;
+  beforeAll(async () => {
+    Object.assign(h, await startHarness(limits));
+  });
+  afterAll(() => h.close?.());
+  beforeEach(() => {
+    for (const simulator of [h.anthropic, h.gemini, h.local]) simulator.log.length = 0;
+    h.recorder.entries.length = 0;
+    h.recorder.failure = undefined;
+    h.gate.refusal = undefined;
+    h.gate.owed = undefined;
+    h.gate.outputTokens = undefined;
+  });
+  return h;
+}
+
+/** The gateway, not listening, with Anthropic at `anthropicUrl`, a gate double, and usage recorded in `store`. */
+export function ledgerApp(anthropicUrl: string, store: Store): Promise<FastifyInstance> {
+  return buildApp(
+    testConfig({
+      providers: { ...testConfig().providers, anthropic: { apiKey: 'sk-ant-test', baseUrl: anthropicUrl } },
+    }),
+    { gate: gateDouble(), store, checks: [] },
+  );
 }
 
 /** Every chunk of a stream, read to its end. */

@@ -1,10 +1,10 @@
 import type OpenAI from 'openai';
 import { APIError } from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { JSON_MODE_INSTRUCTION } from '../../src/providers/message-parts.js';
 import { usageCost } from '../../src/services/chat-contracts.js';
 import { statedCost } from '../support/chat-doubles.js';
-import { collect, type Harness, report, startHarness, weatherReport } from './gateway-harness.js';
+import { collect, report, useHarness, weatherReport } from './gateway-harness.js';
 
 const MODEL = 'google/gemini-2.5-flash';
 const JPEG = '/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=';
@@ -22,15 +22,7 @@ const weatherTool = {
   },
 };
 
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.gemini.log.length = 0;
-  h.recorder.entries.length = 0;
-});
+const h = useHarness();
 
 const lastSent = () => h.gemini.log.at(-1)!;
 

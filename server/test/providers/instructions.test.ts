@@ -1,19 +1,11 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { failure, type Harness, startHarness } from './gateway-harness.js';
+import { describe, expect, test } from 'vitest';
+import { failure, useHarness } from './gateway-harness.js';
 
 /**
  * Instructions keep their place and parts, and tools their strictness, as Claude and Gemini are sent
  * them through /v1/chat/completions with the official client.
  */
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.anthropic.log.length = 0;
-  h.gemini.log.length = 0;
-});
+const h = useHarness();
 
 const conversation = [
   {

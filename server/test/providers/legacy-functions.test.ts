@@ -1,21 +1,12 @@
 import type OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { collect, failure, type Harness, startHarness } from './gateway-harness.js';
+import { describe, expect, test } from 'vitest';
+import { collect, failure, useHarness } from './gateway-harness.js';
 
 /**
  * Legacy function calling (`functions`, `function_call`, the `function` role) through the gateway
  * with the official client: sent as tools, answered in the legacy shape, as OpenAI answers it.
  */
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.anthropic.log.length = 0;
-  h.gemini.log.length = 0;
-  h.local.log.length = 0;
-});
+const h = useHarness();
 
 const getWeather = {
   name: 'get_weather',

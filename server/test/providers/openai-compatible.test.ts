@@ -1,18 +1,10 @@
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { collect, type Harness, report, startHarness, weatherReport } from './gateway-harness.js';
+import { describe, expect, test } from 'vitest';
+import { collect, report, useHarness, weatherReport } from './gateway-harness.js';
 
 const MODEL = 'local/llama-3.1-8b';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.local.log.length = 0;
-  h.recorder.entries.length = 0;
-});
+const h = useHarness();
 
 describe('an OpenAI-compatible upstream listed in the catalog', () => {
   test('an upstream counting reasoning beside the completion (xAI): answered, each token charged once', async () => {

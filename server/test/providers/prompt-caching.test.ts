@@ -1,14 +1,14 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type AnthropicStep, startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import type { Simulator } from '../../devkit/simulators/simulator-server.js';
 import { buildApp } from '../../src/app.js';
 import { openStore, type Store } from '../../src/store/database.js';
 import { gateDouble } from '../support/chat-doubles.js';
 import { testConfig } from '../support/config.js';
-import { failure, type Harness, startHarness } from './gateway-harness.js';
+import { failure, useHarness } from './gateway-harness.js';
 
 /**
  * Anthropic prompt caching through the gateway with the official client: `cache_control` as
@@ -27,15 +27,7 @@ const tool = {
   function: { name: 'search', parameters: { type: 'object', properties: { q: { type: 'string' } } } },
 };
 
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.anthropic.log.length = 0;
-  h.gemini.log.length = 0;
-});
+const h = useHarness();
 
 /** LiteLLM's and OpenRouter's fields, which the openai types do not know. */
 type Marked = OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;

@@ -1,28 +1,19 @@
 import OpenAI, { BadRequestError, InternalServerError, RateLimitError } from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startAnthropicSimulator } from '../../devkit/simulators/anthropic.js';
 import type { ScriptedHttpError, Simulator } from '../../devkit/simulators/index.js';
-import { buildApp } from '../../src/app.js';
 import { debtOf, findUsageRecord } from '../../src/billing/ledger.js';
 import type { Store } from '../../src/store/database.js';
-import { gateDouble, TEST_PAYER } from '../support/chat-doubles.js';
-import { testConfig } from '../support/config.js';
+import { TEST_PAYER } from '../support/chat-doubles.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
-import { collect, failure, type Harness, startHarness } from './gateway-harness.js';
+import { collect, failure, ledgerApp, useHarness } from './gateway-harness.js';
 
 const CLAUDE = 'anthropic/claude-haiku-4.5';
 const GEMINI = 'google/gemini-2.5-flash';
 const LOCAL = 'local/llama-3.1-8b';
 const hi = [{ role: 'user' as const, content: 'Hi' }];
 
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.recorder.entries.length = 0;
-});
+const h = useHarness();
 
 type Family = 'anthropic' | 'gemini' | 'local';
 const MODELS: Record<Family, string> = { anthropic: CLAUDE, gemini: GEMINI, local: LOCAL };
@@ -247,15 +238,7 @@ describe('in the ledger: a refused request leaves no usage record and no debt', 
     { status: 429, message: 'rate limited', retryAfterSeconds: 4 },
     { status: 529, message: 'Overloaded' },
   ])('Anthropic %o; the next request, served, is recorded and owed', async (httpError) => {
-    const app = await buildApp(
-      testConfig({
-        providers: {
-          ...testConfig().providers,
-          anthropic: { apiKey: 'sk-ant-test', baseUrl: anthropic.url },
-        },
-      }),
-      { gate: gateDouble(), store, checks: [] },
-    );
+    const app = await ledgerApp(anthropic.url, store);
     try {
       const owed = async () => (await debtOf(store, TEST_PAYER)).unpaidPicoUsd;
       const send = () =>

@@ -1,16 +1,8 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { loadCatalog } from '../../src/catalog/catalog.js';
-import { type Harness, startHarness } from './gateway-harness.js';
+import { useHarness } from './gateway-harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(() => h.close());
-beforeEach(() => {
-  h.anthropic.log.length = 0;
-  h.gemini.log.length = 0;
-});
+const h = useHarness();
 
 const sampled = { temperature: 0.7, top_p: 0.9, top_k: 40, seed: 7, frequency_penalty: 0.5 };
 const ask = (model: string, extra: object = {}) =>
