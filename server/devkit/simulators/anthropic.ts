@@ -12,6 +12,7 @@ import {
   pdfPages,
   piecesOf,
   randomId,
+  replyToSend,
   retryAfterHeader,
   type ScriptedHttpError,
   type ScriptedReply,
@@ -64,17 +65,12 @@ type Block =
 export function startAnthropicSimulator(options: SimulatorOptions = {}): Promise<Simulator<AnthropicStep>> {
   const cache = new PromptCache();
   return startSimulator<AnthropicStep>(async (exchange, next) => {
-    const refusal = refusalOf(exchange.request);
-    if (refusal) return exchange.json(refusal.status, errorBody(refusal));
     const body = exchange.request.body;
-    const step = next() ?? defaultReply(body);
-    if ('hang' in step) return exchange.hang();
-    if ('httpError' in step)
-      return exchange.json(
-        step.httpError.status,
-        errorBody(step.httpError),
-        retryAfterHeader(step.httpError),
-      );
+    const step = await replyToSend(exchange, refusalOf(exchange.request), next, () => defaultReply(body), {
+      body: errorBody,
+      headers: retryAfterHeader,
+    });
+    if (!step) return;
     const message = messageOf(body, step, cache.counts(body));
     if (body.stream !== true) return exchange.json(200, message);
     const error = frame('error', {

@@ -11,6 +11,7 @@ import {
   pdfPages,
   piecesOf,
   randomId,
+  replyToSend,
   type ScriptedHttpError,
   type ScriptedReply,
   type ScriptStep,
@@ -97,11 +98,10 @@ export function startGeminiSimulator(options: SimulatorOptions = {}): Promise<Si
       refusalOf(exchange.request, endpoint !== null, url) ??
       responseTypeRefusal(exchange.request.body, modelName) ??
       (SIGNING_MODEL.test(modelName) ? unsignedCallOf(exchange.request.body, signatures) : undefined);
-    if (refusal) return exchange.json(refusal.status, errorBody(refusal));
     const body = exchange.request.body;
-    const step = next() ?? defaultReply(body);
-    if ('hang' in step) return exchange.hang();
-    if ('httpError' in step) return exchange.json(step.httpError.status, errorBody(step.httpError));
+    // Gemini says how long to wait in its error body, not in a header.
+    const step = await replyToSend(exchange, refusal, next, () => defaultReply(body), { body: errorBody });
+    if (!step) return;
     // Always served as with `alt=sse` (the JSON-array form is not simulated).
     const error = errorBody({ status: 500, message: 'An internal error has occurred. Please retry.' });
     if (step.blockReason) {

@@ -10,6 +10,7 @@ import {
   type LoggedRequest,
   piecesOf,
   randomId,
+  replyToSend,
   retryAfterHeader,
   type ScriptedHttpError,
   type ScriptedReply,
@@ -43,17 +44,12 @@ export function startOpenAICompatibleSimulator(
   options: SimulatorOptions = {},
 ): Promise<Simulator<OpenAIStep>> {
   return startSimulator<OpenAIStep>(async (exchange, next) => {
-    const refusal = refusalOf(exchange.request);
-    if (refusal) return exchange.json(refusal.status, errorBody(refusal));
     const body = exchange.request.body;
-    const step = next() ?? defaultReply(body);
-    if ('hang' in step) return exchange.hang();
-    if ('httpError' in step)
-      return exchange.json(
-        step.httpError.status,
-        errorBody(step.httpError),
-        retryAfterHeader(step.httpError),
-      );
+    const step = await replyToSend(exchange, refusalOf(exchange.request), next, () => defaultReply(body), {
+      body: errorBody,
+      headers: retryAfterHeader,
+    });
+    if (!step) return;
     const answer = answerOf(body, step);
     const error = frame(
       errorBody({ status: 500, message: 'The server had an error while processing your request.' }),

@@ -146,6 +146,40 @@ export class Exchange {
   }
 }
 
+/** How a provider words an HTTP error: its error body, and the headers it sends with a scripted one. */
+export interface ErrorWording {
+  body(error: ScriptedHttpError): unknown;
+  headers?(error: ScriptedHttpError): Record<string, string>;
+}
+
+/**
+ * What every provider does before answering: answers its refusal of the request, else takes the next
+ * scripted step (`defaultReply` once none is left) and answers a scripted hang or HTTP error. Returns
+ * the reply left to send, or undefined once answered. A refused request takes no step.
+ */
+export async function replyToSend<Reply extends object>(
+  exchange: Exchange,
+  refusal: ScriptedHttpError | undefined,
+  next: () => ScriptStep<Reply> | undefined,
+  defaultReply: () => Reply,
+  errors: ErrorWording,
+): Promise<Reply | undefined> {
+  if (refusal) {
+    exchange.json(refusal.status, errors.body(refusal));
+    return undefined;
+  }
+  const step = next() ?? defaultReply();
+  if ('hang' in step) {
+    await exchange.hang();
+    return undefined;
+  }
+  if ('httpError' in step) {
+    exchange.json(step.httpError.status, errors.body(step.httpError), errors.headers?.(step.httpError));
+    return undefined;
+  }
+  return step;
+}
+
 /** The routes of one provider; `next` takes the next scripted step (undefined: answer by default). */
 export type SimulatorHandler<Step> = (exchange: Exchange, next: () => Step | undefined) => Promise<void>;
 
