@@ -1,12 +1,7 @@
 import type { Hash, TransactionReceipt } from 'viem';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { createLocalChain } from '../../devkit/chain/index.js';
-import { startFacilitatorServer } from '../../devkit/facilitator.js';
-import { startAnthropicSimulator } from '../../devkit/simulators/index.js';
-import { startRpcProxy } from '../faults/rpc-proxy.js';
+import { beforeAll, describe, expect, test } from 'vitest';
 import { authorize, newPayer, openaiFor, chat as sessionChat } from '../session/harness.js';
-import { chainGatewayConfig, startGateway, temporaryDatabase } from '../support/chain-gateway.js';
-import { fundedEoa, settlementOf, type X402Stack, chat as x402Chat } from '../x402/harness.js';
+import { fundedEoa, settlementOf, useX402Stack, type X402Stack, chat as x402Chat } from '../x402/harness.js';
 
 const ADMIN_TOKEN = 'operator-token-for-tests-0123';
 
@@ -32,41 +27,6 @@ interface EconomicsDay {
   gasSpentEth: string;
 }
 
-/**
- * The gateway on a fresh chain, with the operator token (and, when asked, a remote facilitator, or a
- * proxy between the gateway and the chain that the test can fail).
- */
-function useOperatorStack(options: { remoteFacilitator?: boolean; rpcProxy?: boolean } = {}): X402Stack {
-  const stack = {} as X402Stack;
-  const database = temporaryDatabase();
-  beforeAll(async () => {
-    [stack.local, stack.anthropic] = await Promise.all([createLocalChain(), startAnthropicSimulator()]);
-    if (options.remoteFacilitator)
-      stack.facilitator = await startFacilitatorServer({
-        chain: stack.local.chain,
-        privateKey: stack.local.accounts.payers.at(-1)!.privateKey,
-      });
-    const config = chainGatewayConfig(stack.local, stack.anthropic, {
-      databaseUrl: database.url,
-      facilitatorUrl: stack.facilitator?.url,
-    });
-    if (options.rpcProxy) stack.rpc = await startRpcProxy(stack.local.rpcUrl);
-    const rpcUrl = stack.rpc?.url ?? config.chain.rpcUrl;
-    stack.gateway = await startGateway({
-      ...config,
-      chain: { ...config.chain, rpcUrl },
-      adminToken: ADMIN_TOKEN,
-    });
-  });
-  afterAll(async () => {
-    await stack.gateway?.close();
-    await stack.rpc?.close();
-    await Promise.all([stack.facilitator?.close(), stack.anthropic?.close(), stack.local?.stop()]);
-    database.remove();
-  });
-  return stack;
-}
-
 async function graphql(stack: X402Stack, query: string, token?: string) {
   const res = await fetch(`${stack.gateway.url}/graphql`, {
     method: 'POST',
@@ -90,7 +50,7 @@ async function recordedCommission(stack: X402Stack): Promise<Record<string, bigi
 const feeOf = (receipt: TransactionReceipt) => receipt.gasUsed * receipt.effectiveGasPrice;
 
 describe('the operator view, both rails settled by the gateway on anvil', () => {
-  const stack = useOperatorStack();
+  const stack = useX402Stack({ adminToken: ADMIN_TOKEN });
   const receiptOf = (hash: Hash) => stack.local.publicClient.getTransactionReceipt({ hash });
   let session: TransactionReceipt;
   let x402: TransactionReceipt;
@@ -252,7 +212,7 @@ describe('the operator view, both rails settled by the gateway on anvil', () => 
 });
 
 describe('the operator view, x402 settled by a remote facilitator', () => {
-  const stack = useOperatorStack({ remoteFacilitator: true });
+  const stack = useX402Stack({ remoteFacilitator: true, adminToken: ADMIN_TOKEN });
 
   test('its settlement cost the operator no gas: a fee of 0 and no gas used', async () => {
     const eoa = await fundedEoa(stack, 1);
@@ -272,7 +232,7 @@ describe('the operator view, x402 settled by a remote facilitator', () => {
 });
 
 describe('the operator view while the chain cannot be read', () => {
-  const stack = useOperatorStack({ rpcProxy: true });
+  const stack = useX402Stack({ rpcProxy: true, adminToken: ADMIN_TOKEN });
 
   test('the relayer is null with SERVICE_UNAVAILABLE; the ledger figures are still answered', async () => {
     stack.rpc!.down();

@@ -24,6 +24,7 @@ import {
   requirementsAsked,
   SMALL,
   SMALL_COST,
+  sendProof,
   useX402Stack,
 } from './harness.js';
 
@@ -159,11 +160,7 @@ describe('exact with an ERC-7710 delegation', () => {
     expect(paidProof).toBeTruthy();
     const calls = stack.anthropic.log.length;
 
-    const replayed = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'PAYMENT-SIGNATURE': paidProof! },
-      body: JSON.stringify(chatBody),
-    });
+    const replayed = await sendProof(stack, 'PAYMENT-SIGNATURE', paidProof!);
 
     expect(replayed.status).toBe(402);
     expect(requiredOf(replayed.headers).error).toContain('used before');
@@ -222,11 +219,7 @@ describe('exact with an ERC-7710 delegation', () => {
       address: stack.local.accounts.gateway.address,
     });
 
-    const response = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'PAYMENT-SIGNATURE': header },
-      body: JSON.stringify(chatBody),
-    });
+    const response = await sendProof(stack, 'PAYMENT-SIGNATURE', header);
 
     expect(response.status).toBe(402);
     expect(requiredOf(response.headers).error).toContain('unsupported_caveat');

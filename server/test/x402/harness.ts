@@ -160,10 +160,16 @@ export interface X402Stack {
  * Starts the stack before the file's tests and stops it after them; the fields are set once
  * `beforeAll` ran. With `remoteFacilitator`, the gateway settles through a facilitator server that
  * sends from the last payer key (tests leave that one to it). With `rpcProxy`, the gateway reaches
- * the chain through an RPC proxy; the test's own clients reach it directly.
+ * the chain through an RPC proxy; the test's own clients reach it directly. With `adminToken`, the
+ * gateway takes that operator token.
  */
 export function useX402Stack(
-  options: { remoteFacilitator?: boolean; rpcProxy?: boolean; limits?: Partial<LimitsConfig> } = {},
+  options: {
+    remoteFacilitator?: boolean;
+    rpcProxy?: boolean;
+    limits?: Partial<LimitsConfig>;
+    adminToken?: string;
+  } = {},
 ): X402Stack {
   const stack = {} as X402Stack;
   const database = temporaryDatabase();
@@ -180,9 +186,11 @@ export function useX402Stack(
       facilitatorUrl: stack.facilitator?.url,
       limits: options.limits,
     });
-    stack.gateway = await startGateway(
-      stack.rpc ? { ...config, chain: { ...config.chain, rpcUrl: stack.rpc.url } } : config,
-    );
+    stack.gateway = await startGateway({
+      ...config,
+      chain: { ...config.chain, rpcUrl: stack.rpc?.url ?? config.chain.rpcUrl },
+      adminToken: options.adminToken,
+    });
   });
   afterAll(async () => {
     await stack.gateway?.close();

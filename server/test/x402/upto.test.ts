@@ -29,6 +29,7 @@ import {
   requirementsAsked,
   SMALL,
   SMALL_COST,
+  sendProof,
   useX402Stack,
 } from './harness.js';
 
@@ -254,11 +255,7 @@ describe('upto (Permit2)', () => {
     expect(proof).toBeTruthy();
     const calls = stack.anthropic.log.length;
 
-    const replayed = await fetch(`${stack.gateway.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'PAYMENT-SIGNATURE': proof! },
-      body: JSON.stringify(chatBody),
-    });
+    const replayed = await sendProof(stack, 'PAYMENT-SIGNATURE', proof!);
 
     expect(replayed.status).toBe(402);
     expect(requiredOf(replayed.headers).error).toContain('this upto permit was used before');
