@@ -2,9 +2,6 @@ import { createDelegation, ScopeType } from '@metamask/smart-accounts-kit';
 import { encodeDelegations } from '@metamask/smart-accounts-kit/utils';
 import { x402Erc7710Client, type x402PaymentRequirements } from '@metamask/x402';
 import { x402Client } from '@x402/core/client';
-import { appendPaymentIdentifierToExtensions } from '@x402/extensions/payment-identifier';
-import { createSIWxClientExtension, wrapFetchWithSIWx } from '@x402/extensions/sign-in-with-x';
-import { wrapFetchWithPayment } from '@x402/fetch';
 import { type Address, getAddress, type Hex } from 'viem';
 import { generatePrivateKey } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
@@ -16,15 +13,15 @@ import {
   chatBody,
   LARGER,
   LARGER_COST,
-  openaiClient,
+  type openaiClient,
   paymentsOf,
-  recordingFetch,
   refused,
   requiredOf,
   requirementsAsked,
   SMALL,
   SMALL_COST,
   sendProof,
+  signedInOpenaiPaying,
   useX402Stack,
 } from './harness.js';
 
@@ -89,16 +86,7 @@ function delegatingOpenai(payer: PayerAccount, options: { paymentId?: string } =
     requirements.filter((requirement) => requirement.extra?.assetTransferMethod === 'erc7710'),
   );
   client.setSpendControls({ allowedAssets: [{ network, asset: stack.local.usdc }] });
-  client.registerExtension(createSIWxClientExtension({ signers: [signer] }));
-  const { paymentId } = options;
-  if (paymentId)
-    client.onBeforePaymentCreation(async ({ paymentRequired }) => {
-      paymentRequired.extensions ??= {};
-      appendPaymentIdentifierToExtensions(paymentRequired.extensions, paymentId);
-    });
-  const recorder = recordingFetch();
-  const paid = wrapFetchWithPayment(wrapFetchWithSIWx(recorder.fetch, signer), client);
-  return { openai: openaiClient(stack.gateway.url, paid), exchanges: recorder.exchanges };
+  return signedInOpenaiPaying(stack.gateway.url, client, signer, options.paymentId);
 }
 
 async function completion(openai: ReturnType<typeof openaiClient>, usage = SMALL) {

@@ -96,7 +96,16 @@ export function signedInOpenai(
   signer: PayerSigner & SignInSigner,
   paymentId?: string,
 ) {
-  const client = payingClient(local, signer);
+  return signedInOpenaiPaying(gatewayUrl, payingClient(local, signer), signer, paymentId);
+}
+
+/** `signedInOpenai` paying through a given x402 client (another scheme's, or one with policies). */
+export function signedInOpenaiPaying(
+  gatewayUrl: string,
+  client: x402Client,
+  signer: SignInSigner,
+  paymentId?: string,
+) {
   client.registerExtension(createSIWxClientExtension({ signers: [signer] }));
   if (paymentId)
     client.onBeforePaymentCreation(async ({ paymentRequired }) => {
