@@ -1,4 +1,5 @@
 import { type Address, encodeFunctionData, type Hash } from 'viem';
+import { usdcBalanceOf } from '../../src/payments/chain/index.js';
 import { artifact } from '../contracts/artifacts/TestUSDC.js';
 import type { LocalChain } from './local-chain.js';
 
@@ -7,17 +8,12 @@ export const testUsdcAbi = artifact.abi;
 /** The token's EIP-712 name and version, as USDC on Base: x402's `extra: { name, version }`. */
 export const testUsdcEip712 = { name: 'USD Coin', version: '2' } as const;
 
-/** USDC atomic units (1e-6) held by `address`. */
+/** USDC atomic units (1e-6) held by `address`: the gateway's own read. */
 export function usdcBalance(
   chain: Pick<LocalChain, 'publicClient' | 'usdc'>,
   address: Address,
 ): Promise<bigint> {
-  return chain.publicClient.readContract({
-    address: chain.usdc,
-    abi: testUsdcAbi,
-    functionName: 'balanceOf',
-    args: [address],
-  });
+  return usdcBalanceOf(chain, address);
 }
 
 /** Mints `amount` atomic units to `to` and resolves with the hash once the transaction is mined. */
